@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs every Debian package that building, running and testing kvserve needs.
+# Idempotent: does nothing when everything is present; runs `apt-get update` at most once.
+set -euo pipefail
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  clang libclang-rt-14-dev            # libFuzzer target and sanitizers
+  libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev                  # JSON
+  libcli11-dev                        # command-line parsing
+  libpcre2-dev                        # Unicode regexes for BPE pre-tokenizers
+  python3
+)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "bootstrap: installing ${missing[*]}" >&2
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,85 @@
+// Backend-neutral CPU kernel signatures. Each has a scalar oracle with the same signature in
+// kernels/reference/reference.h (namespace kvserve::reference) and a SIMD (AVX2/FMA/F16C,
+// chosen at run time) + threaded version here (namespace kvserve::kernels), tested against it.
+// All activations are float32. `pool` may be null (single-threaded).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "tensor/tensor.h"
+
+namespace kvserve {
+
+enum class RopeLayout {
+  kInterleaved,  // pairs (x[2i], x[2i+1]): llama2.c, GGUF `llama`
+  kNeox,         // pairs (x[i], x[i + rotary_dim/2]): HF Llama, Qwen2, GGUF `qwen2`
+};
+
+enum class RopeScalingType { kNone, kLinear, kLlama3 };
+
+struct RopeOptions {
+  int64_t head_dim = 0;
+  int64_t rotary_dim = 0;  // 0 means head_dim
+  float theta = 10000.0f;
+  RopeLayout layout = RopeLayout::kInterleaved;
+  RopeScalingType scaling = RopeScalingType::kNone;
+  float scaling_factor = 1.0f;            // linear: positions divided by it; llama3: "factor"
+  float llama3_low_freq_factor = 1.0f;
+  float llama3_high_freq_factor = 4.0f;
+  int64_t llama3_original_max_positions = 8192;
+};
+
+// Inverse frequencies per rotary pair (rotary_dim / 2 values) with scaling applied.
+std::vector<float> RopeInvFreqs(const RopeOptions& options);
+
+namespace kernels {
+
+// True when the AVX2/FMA/F16C paths are in use on this CPU (KVSERVE_NO_SIMD=1 forces false).
+bool SimdEnabled();
+
+// y[m, n] = x[m, k] * W^T where W is a 2-D tensor of shape [n, k] in f32, f16, bf16 or q8_0
+// (k a multiple of 32 for q8_0). x and y are row-major float32. Threads split the work.
+void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool);
+
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i], for `num_rows` rows of `n` values.
+void RmsNorm(const float* x, const float* weight, int64_t num_rows, int64_t n, float eps,
+             float* out);
+
+// Rotates `num_heads` heads of `head_dim` values at x[h * head_dim] in place for `position`,
+// using inv_freqs from RopeInvFreqs (its size is rotary_dim / 2; dimensions past rotary_dim
+// are left unchanged).
+void Rope(float* x, int64_t num_heads, int64_t head_dim, int64_t position,
+          const std::vector<float>& inv_freqs, RopeLayout layout);
+
+// out[i] = silu(gate[i]) * up[i]; out may alias gate.
+void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
+
+// In-place numerically stable softmax over n values.
+void Softmax(float* x, int64_t n);
+
+// out[0..dim) = row `token` of `table` ([vocab, dim], any weight dtype), as float.
+void EmbeddingLookup(const Tensor& table, int64_t token, float* out);
+
+// Dense causal attention for one sequence (the reference the paged kernels are checked
+// against later).
+//   q:   [num_queries, num_heads, head_dim]   queries for positions first_pos .. first_pos+num_queries-1
+//   k,v: [num_keys, num_kv_heads, head_dim]   keys/values for positions 0 .. num_keys-1
+//   out: [num_queries, num_heads, head_dim]
+// Query i attends to keys 0 .. first_pos + i. Heads are grouped: head h uses kv head
+// h / (num_heads / num_kv_heads). scale is usually 1/sqrt(head_dim).
+struct AttentionShape {
+  int64_t num_queries = 0;
+  int64_t num_keys = 0;
+  int64_t first_pos = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  float scale = 0.0f;
+};
+void DenseAttention(const float* q, const float* k, const float* v, const AttentionShape& shape,
+                    float* out, ThreadPool* pool);
+
+}  // namespace kernels
+}  // namespace kvserve

@@ -1,0 +1,43 @@
+// Sampling: logits -> next token, with the usual processors applied in llama.cpp / vLLM order:
+// penalties (repetition, presence, frequency) -> temperature -> top-k -> top-p -> min-p ->
+// seeded draw. temperature == 0 is greedy (argmax, lowest id on ties). Not thread-safe; one
+// Sampler per sequence (it owns the sequence's RNG).
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "base/status.h"
+#include "tokenizer/vocab_spec.h"
+
+namespace kvserve {
+
+struct SamplingParams {
+  float temperature = 1.0f;        // 0 = greedy
+  int32_t top_k = 0;               // 0 or negative = off
+  float top_p = 1.0f;              // 1 = off
+  float min_p = 0.0f;              // 0 = off
+  float repetition_penalty = 1.0f; // 1 = off (CTRL-style: divide positive logits, multiply negative)
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  uint64_t seed = 0;               // same seed + same logits -> same tokens
+
+  Status Validate() const;  // ranges as in the OpenAI / vLLM APIs
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params);
+  // `logits` has vocab_size values and is modified in place. `history` holds the tokens the
+  // penalties look at (prompt + output for repetition, output only for presence/frequency as
+  // in vLLM: pass both spans).
+  TokenId Sample(float* logits, int64_t vocab_size, const std::vector<TokenId>& prompt_tokens,
+                 const std::vector<TokenId>& output_tokens);
+
+ private:
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace kvserve
