@@ -1,6 +1,4 @@
-#include <cstdio>
+// The `kvserve` binary: dispatches to the subcommands in commands.h.
+#include "cli/commands.h"
 
-int main(int argc, char** argv) {
-  std::fprintf(stderr, "kvserve: not built yet\n");
-  return 1;
-}
+int main(int argc, char** argv) { return kvserve::cli::RunKvserve(argc, argv); }

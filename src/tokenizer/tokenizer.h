@@ -58,7 +58,8 @@ class IncrementalDetokenizer {
  private:
   const Tokenizer* tokenizer_;
   std::string pending_;
-  bool first_ = true;
+  bool first_ = true;       // no token other than BOS pushed yet
+  bool after_bos_ = false;  // the previous token was BOS (SPM: drop the next leading space)
 };
 
 // llama2.c tokenizer file (tok512.bin, tokenizer.bin): int32 max_token_length, then per token

@@ -42,6 +42,11 @@ struct VocabSpec {
   // applied in order.
   std::string pre = "default";
   std::vector<std::string> pre_regexes;
+  // BPE: a pre-token that is itself a vocabulary entry is emitted without merges (HF
+  // `model.ignore_merges`; llama.cpp implies it for the llama-3 family and tekken).
+  bool bpe_ignore_merges = false;
+  // BPE: prepend a space to text not starting with one (HF ByteLevel add_prefix_space).
+  bool bpe_add_prefix_space = false;
 
   TokenId bos_id = kNoToken;
   TokenId eos_id = kNoToken;

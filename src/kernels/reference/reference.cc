@@ -1,1 +1,162 @@
-// placeholder (replaced by the kernels work)
+#include "kernels/reference/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "base/check.h"
+#include "tensor/dtype.h"
+
+namespace kvserve::reference {
+
+std::vector<float> RopeInvFreqs(const RopeOptions& options) {
+  int64_t rotary_dim = options.rotary_dim > 0 ? options.rotary_dim : options.head_dim;
+  KV_CHECK(rotary_dim > 0 && rotary_dim % 2 == 0) << "rotary_dim=" << rotary_dim;
+  int64_t num_pairs = rotary_dim / 2;
+  std::vector<float> inv_freqs(num_pairs);
+  for (int64_t i = 0; i < num_pairs; ++i) {
+    double inv = 1.0 / std::pow(static_cast<double>(options.theta),
+                                static_cast<double>(2 * i) / static_cast<double>(rotary_dim));
+    switch (options.scaling) {
+      case RopeScalingType::kNone:
+        break;
+      case RopeScalingType::kLinear:
+        inv /= options.scaling_factor;
+        break;
+      case RopeScalingType::kLlama3: {
+        // HF transformers _compute_llama3_parameters.
+        double factor = options.scaling_factor;
+        double low = options.llama3_low_freq_factor;
+        double high = options.llama3_high_freq_factor;
+        double old_len = static_cast<double>(options.llama3_original_max_positions);
+        double low_freq_wavelen = old_len / low;
+        double high_freq_wavelen = old_len / high;
+        double wavelen = 2.0 * std::numbers::pi / inv;
+        if (wavelen > low_freq_wavelen) {
+          inv = inv / factor;
+        } else if (wavelen >= high_freq_wavelen) {  // medium: smooth interpolation
+          double smooth = (old_len / wavelen - low) / (high - low);
+          inv = (1.0 - smooth) * inv / factor + smooth * inv;
+        }
+        break;
+      }
+    }
+    inv_freqs[i] = static_cast<float>(inv);
+  }
+  return inv_freqs;
+}
+
+void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* /*pool*/) {
+  KV_CHECK(w.shape.size() == 2) << "Matmul weight must be 2-D, got " << w.ShapeString();
+  int64_t n = w.shape[0];
+  int64_t k = w.shape[1];
+  std::vector<float> row(k);
+  for (int64_t j = 0; j < n; ++j) {
+    DequantizeRow(w.dtype, w.row(j), row.data(), k);
+    for (int64_t i = 0; i < m; ++i) {
+      const float* xi = x + i * k;
+      double acc = 0.0;
+      for (int64_t c = 0; c < k; ++c) acc += static_cast<double>(xi[c]) * row[c];
+      y[i * n + j] = static_cast<float>(acc);
+    }
+  }
+}
+
+void RmsNorm(const float* x, const float* weight, int64_t num_rows, int64_t n, float eps,
+             float* out) {
+  for (int64_t r = 0; r < num_rows; ++r) {
+    const float* xr = x + r * n;
+    float* o = out + r * n;
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    double inv = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(xr[i] * inv * weight[i]);
+  }
+}
+
+void Rope(float* x, int64_t num_heads, int64_t head_dim, int64_t position,
+          const std::vector<float>& inv_freqs, RopeLayout layout) {
+  int64_t num_pairs = static_cast<int64_t>(inv_freqs.size());
+  KV_CHECK(2 * num_pairs <= head_dim) << "rotary_dim " << 2 * num_pairs << " > " << head_dim;
+  for (int64_t h = 0; h < num_heads; ++h) {
+    float* xh = x + h * head_dim;
+    for (int64_t i = 0; i < num_pairs; ++i) {
+      double angle = static_cast<double>(position) * static_cast<double>(inv_freqs[i]);
+      double c = std::cos(angle);
+      double s = std::sin(angle);
+      int64_t a = layout == RopeLayout::kInterleaved ? 2 * i : i;
+      int64_t b = layout == RopeLayout::kInterleaved ? 2 * i + 1 : i + num_pairs;
+      double x0 = xh[a];
+      double x1 = xh[b];
+      xh[a] = static_cast<float>(x0 * c - x1 * s);
+      xh[b] = static_cast<float>(x0 * s + x1 * c);
+    }
+  }
+}
+
+void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    double g = gate[i];
+    out[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
+  }
+}
+
+void Softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  float max_value = *std::max_element(x, x + n);
+  double sum = 0.0;
+  std::vector<double> e(n);
+  for (int64_t i = 0; i < n; ++i) {
+    e[i] = std::exp(static_cast<double>(x[i]) - max_value);
+    sum += e[i];
+  }
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(e[i] / sum);
+}
+
+void EmbeddingLookup(const Tensor& table, int64_t token, float* out) {
+  KV_CHECK(token >= 0 && token < table.rows()) << "token " << token << " of " << table.rows();
+  DequantizeRow(table.dtype, table.row(token), out, table.cols());
+}
+
+void DenseAttention(const float* q, const float* k, const float* v,
+                    const kernels::AttentionShape& shape, float* out, ThreadPool* /*pool*/) {
+  const int64_t hd = shape.head_dim;
+  KV_CHECK(shape.num_kv_heads > 0 && shape.num_heads % shape.num_kv_heads == 0);
+  const int64_t group = shape.num_heads / shape.num_kv_heads;
+  std::vector<double> scores;
+  for (int64_t i = 0; i < shape.num_queries; ++i) {
+    int64_t num_visible = std::min(shape.num_keys, shape.first_pos + i + 1);
+    for (int64_t h = 0; h < shape.num_heads; ++h) {
+      const float* qh = q + (i * shape.num_heads + h) * hd;
+      int64_t kvh = h / group;
+      float* o = out + (i * shape.num_heads + h) * hd;
+      if (num_visible <= 0) {
+        std::fill(o, o + hd, 0.0f);
+        continue;
+      }
+      scores.assign(num_visible, 0.0);
+      double max_score = -INFINITY;
+      for (int64_t t = 0; t < num_visible; ++t) {
+        const float* kt = k + (t * shape.num_kv_heads + kvh) * hd;
+        double dot = 0.0;
+        for (int64_t d = 0; d < hd; ++d) dot += static_cast<double>(qh[d]) * kt[d];
+        scores[t] = dot * shape.scale;
+        max_score = std::max(max_score, scores[t]);
+      }
+      double sum = 0.0;
+      for (auto& s : scores) {
+        s = std::exp(s - max_score);
+        sum += s;
+      }
+      for (int64_t d = 0; d < hd; ++d) {
+        double acc = 0.0;
+        for (int64_t t = 0; t < num_visible; ++t) {
+          acc += scores[t] * v[(t * shape.num_kv_heads + kvh) * hd + d];
+        }
+        o[d] = static_cast<float>(acc / sum);
+      }
+    }
+  }
+}
+
+}  // namespace kvserve::reference

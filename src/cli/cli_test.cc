@@ -1,0 +1,419 @@
+// End-to-end tests of the `kvserve` binary (run as a child process) and in-process tests of the
+// generation loop. Tests on real models skip when ../shared/assets is absent.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/generate.h"
+#include "model/synthetic.h"
+
+namespace kvserve::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string kAssets = KVSERVE_ASSETS_DIR;
+const std::string kStoriesDir = kAssets + "/models/stories260K";
+
+struct Ran {
+  int exit_code = -1;  // 128 + signal when killed by one
+  std::string out;
+  std::string err;
+};
+
+std::string Quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      q += "'\\''";
+    } else {
+      q += c;
+    }
+  }
+  return q + "'";
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/kvserve_cli_test_XXXXXX";
+    path_ = ::mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+Ran RunKv(const std::vector<std::string>& args) {
+  TempDir tmp;
+  std::string cmd = Quote(KVSERVE_BINARY);
+  for (const std::string& a : args) cmd += " " + Quote(a);
+  cmd += " 2>" + Quote(tmp.file("stderr"));
+  Ran r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  const int status = ::pclose(p);
+  if (WIFEXITED(status)) {
+    r.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    r.exit_code = 128 + WTERMSIG(status);
+  }
+  r.err = ReadFile(tmp.file("stderr"));
+  return r;
+}
+
+bool HasStories() { return fs::exists(kStoriesDir + "/stories260K.bin"); }
+
+json StoriesReference() { return json::parse(ReadFile(kStoriesDir + "/greedy_reference.json")); }
+
+// ---------------------------------------------------------------------------------------------
+// Help and argument errors.
+
+TEST(KvserveCliTest, HelpListsSubcommands) {
+  Ran r = RunKv({"--help"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* sub : {"generate", "tokenize", "mkmodel", "convert"}) {
+    EXPECT_NE(r.out.find(sub), std::string::npos) << sub << " missing from:\n" << r.out;
+  }
+}
+
+TEST(KvserveCliTest, EachSubcommandHasHelp) {
+  for (const char* sub : {"generate", "tokenize", "mkmodel", "convert"}) {
+    Ran r = RunKv({sub, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << sub << ": " << r.err;
+    EXPECT_NE(r.out.find("--"), std::string::npos) << sub;
+  }
+  Ran r = RunKv({"generate", "--help"});
+  for (const char* opt : {"--model", "--prompt", "--temperature", "--top-k", "--top-p", "--min-p",
+                          "--seed", "--threads", "--output-format", "--no-bos"}) {
+    EXPECT_NE(r.out.find(opt), std::string::npos) << opt;
+  }
+  EXPECT_EQ(r.out.find("--prompt-ids"), std::string::npos) << "hidden option shown";
+}
+
+TEST(KvserveCliTest, UsageErrorsSayError) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{},
+                                             {"frobnicate"},
+                                             {"generate", "--no-such-flag"},
+                                             {"generate", "-n", "abc"},
+                                             {"generate", "--output-format", "xml"},
+                                             {"tokenize", "--text", "a", "--text-file", "b"},
+                                             {"mkmodel", "-o", "/tmp/x.gguf"}}) {
+    Ran r = RunKv(args);
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    EXPECT_NE(r.exit_code, 0) << joined;
+    EXPECT_LT(r.exit_code, 128) << "crashed: " << joined;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << joined << "-> " << r.err;
+  }
+}
+
+TEST(KvserveCliTest, BadInputsAreErrorsNotCrashes) {
+  TempDir tmp;
+  std::ofstream(tmp.file("garbage.gguf")) << "GGUF this is not a model";
+  std::ofstream(tmp.file("short.bin")) << "xy";
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"generate", "--model", "/nonexistent/model.gguf", "--prompt", "hi"},
+           {"generate", "--model", tmp.file("garbage.gguf"), "--prompt", "hi"},
+           {"generate", "--model", tmp.file("short.bin"), "--prompt", "hi"},
+           {"generate", "--temperature", "-1", "--prompt", "hi"},
+           {"generate", "--top-p", "0", "--prompt", "hi"},
+           {"generate", "--prompt-ids", "1 2 99999999"},
+           {"generate", "--random-prompt-tokens", "100000", "-n", "1"},  // beyond the context
+           {"generate", "--no-bos", "--prompt", ""},                      // nothing to run
+           {"tokenize", "--model", "/nonexistent", "--text", "a"},
+           {"tokenize", "--model", tmp.file("garbage.gguf"), "--text", "a"},
+           {"convert", "--model", "/nonexistent", "-o", tmp.file("out.gguf")},
+           {"mkmodel", "--preset", "no-such-preset", "-o", tmp.file("x.gguf")},
+           {"mkmodel", "--preset", "tiny", "--dtype", "int3", "-o", tmp.file("x.gguf")},
+       }) {
+    Ran r = RunKv(args);
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    EXPECT_NE(r.exit_code, 0) << joined;
+    EXPECT_LT(r.exit_code, 128) << "crashed: " << joined << "\n" << r.err;
+    EXPECT_NE(r.err.find("error: "), std::string::npos) << joined << "-> " << r.err;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// generate on the built-in model.
+
+TEST(KvserveCliTest, BuiltinModelJsonAndBanner) {
+  Ran r = RunKv({"generate", "--prompt", "Once upon a time", "-n", "8", "--seed", "3",
+                 "--threads", "2", "--output-format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("RANDOM"), std::string::npos) << r.err;
+  json j = json::parse(r.out);  // exactly one object: parse fails on trailing garbage
+  for (const char* key :
+       {"prompt_token_ids", "output_token_ids", "text", "finish_reason", "num_prompt_tokens",
+        "num_output_tokens", "prefill_tokens_per_s", "decode_tokens_per_s", "prefill_seconds",
+        "decode_seconds", "model", "threads"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["threads"], 2);
+  EXPECT_EQ(j["num_prompt_tokens"], j["prompt_token_ids"].size());
+  EXPECT_EQ(j["num_output_tokens"], j["output_token_ids"].size());
+  EXPECT_LE(j["num_output_tokens"].get<int>(), 8);
+  EXPECT_GE(j["num_output_tokens"].get<int>(), 1);
+  if (j["finish_reason"] == "length") {
+    EXPECT_EQ(j["num_output_tokens"], 8);
+  }
+}
+
+TEST(KvserveCliTest, SameSeedSameTokensDifferentSeedDifferentTokens) {
+  auto ids = [](const std::string& seed) {
+    Ran r = RunKv({"generate", "--prompt", "hello", "-n", "24", "--seed", seed, "--ignore-eos",
+                   "--temperature", "1.5", "--threads", "1", "--output-format", "json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return json::parse(r.out)["output_token_ids"].get<std::vector<int>>();
+  };
+  const auto a = ids("7"), b = ids("7"), c = ids("8");
+  EXPECT_EQ(a.size(), 24u);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+}
+
+TEST(KvserveCliTest, TextModeStreamsAndReportsTiming) {
+  Ran r = RunKv({"generate", "--prompt", "abc", "-n", "4", "--seed", "1", "--threads", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("abc", 0), 0u) << "prompt not echoed: " << r.out;
+  EXPECT_NE(r.err.find("tok/s"), std::string::npos) << r.err;
+}
+
+// ---------------------------------------------------------------------------------------------
+// stories260K: greedy output must equal llama2.c run.c's.
+
+void ExpectGreedyMatchesReference(const std::string& model_path, const std::string& tokenizer) {
+  json ref = StoriesReference();
+  for (const json& c : ref["cases"]) {
+    const auto prompt_ids = c["prompt_ids_with_bos"].get<std::vector<int>>();
+    const auto after_bos = c["ids_after_bos"].get<std::vector<int>>();
+    const int64_t num_generated = static_cast<int64_t>(after_bos.size()) -
+                                  static_cast<int64_t>(prompt_ids.size() - 1);
+    std::vector<std::string> args = {"generate", "--model", model_path,
+                                     "--prompt", c["prompt"].get<std::string>(),
+                                     "-n", std::to_string(num_generated),
+                                     "--temperature", "0",
+                                     "--threads", "1",
+                                     "--output-format", "json"};
+    if (!tokenizer.empty()) {
+      args.push_back("--tokenizer");
+      args.push_back(tokenizer);
+    }
+    Ran r = RunKv(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    json j = json::parse(r.out);
+    EXPECT_EQ(j["prompt_token_ids"].get<std::vector<int>>(), prompt_ids) << c["prompt"];
+    std::vector<int> want(after_bos.begin() + static_cast<int64_t>(prompt_ids.size() - 1),
+                          after_bos.end());
+    EXPECT_EQ(j["output_token_ids"].get<std::vector<int>>(), want) << c["prompt"];
+    EXPECT_EQ(j["finish_reason"], "length");
+  }
+}
+
+TEST(KvserveCliTest, Stories260KGreedyMatchesRunC) {
+  if (!HasStories()) GTEST_SKIP() << "no " << kStoriesDir << " (shared assets absent)";
+  ExpectGreedyMatchesReference(kStoriesDir + "/stories260K.bin", "");
+}
+
+TEST(KvserveCliTest, Stories260KTextModePrintsWhatRunCPrints) {
+  if (!HasStories()) GTEST_SKIP() << "no " << kStoriesDir << " (shared assets absent)";
+  json ref = StoriesReference();
+  const json& c = ref["cases"][2];  // "Once upon a time", 64 steps
+  ASSERT_EQ(c["prompt"], "Once upon a time");
+  Ran r = RunKv({"generate", "--model", kStoriesDir + "/stories260K.bin", "--prompt",
+                 "Once upon a time", "-n", "60", "--temperature", "0", "--threads", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, c["printed_text"].get<std::string>() + "\n");
+  EXPECT_NE(r.err.find("llama"), std::string::npos) << "no model summary: " << r.err;
+}
+
+TEST(KvserveCliTest, Stories260KConvertedToGgufGivesSameTokens) {
+  if (!HasStories()) GTEST_SKIP() << "no " << kStoriesDir << " (shared assets absent)";
+  TempDir tmp;
+  const std::string out = tmp.file("stories260K.gguf");
+  Ran r = RunKv({"convert", "--model", kStoriesDir + "/stories260K.bin", "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(fs::exists(out));
+  ExpectGreedyMatchesReference(out, "");
+  // The converted file embeds the tokenizer: tokenize works from it alone.
+  Ran t = RunKv({"tokenize", "--model", out, "--text", "Zoo"});
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_EQ(t.out, "1 410 469 347\n");
+}
+
+TEST(KvserveCliTest, ContextFullEndsWithLength) {
+  if (!HasStories()) GTEST_SKIP() << "no " << kStoriesDir << " (shared assets absent)";
+  // 500 prompt tokens in a 512-token context: at most 13 outputs (the last one is not fed).
+  std::string ids;
+  for (int i = 0; i < 500; ++i) ids += std::to_string(300 + i % 100) + " ";
+  Ran r = RunKv({"generate", "--model", kStoriesDir + "/stories260K.bin", "--prompt-ids", ids,
+                 "-n", "100", "--temperature", "0", "--ignore-eos", "--threads", "1",
+             "--output-format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["num_output_tokens"], 13);
+  EXPECT_EQ(j["finish_reason"], "length");
+  // A prompt longer than the context is an error.
+  ids.clear();
+  for (int i = 0; i < 513; ++i) ids += "300 ";
+  r = RunKv({"generate", "--model", kStoriesDir + "/stories260K.bin", "--prompt-ids", ids});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("error: "), std::string::npos);
+  EXPECT_NE(r.err.find("context"), std::string::npos) << r.err;
+}
+
+// ---------------------------------------------------------------------------------------------
+// tokenize.
+
+TEST(KvserveCliTest, TokenizeVocabOnlyGgufMatchesConformanceVectors) {
+  for (const std::string name : {"llama-spm", "gpt-2"}) {
+    const std::string vocab = kAssets + "/tokenizers/ggml-vocab-" + name + ".gguf";
+    if (!fs::exists(vocab)) GTEST_SKIP() << "no " << vocab << " (shared assets absent)";
+    const std::string inp = ReadFile(vocab + ".inp");
+    const std::string outp = ReadFile(vocab + ".out");
+    const std::string sep = "\n__ggml_vocab_test__\n";
+    std::vector<std::string> texts;
+    size_t pos = 0;
+    while (true) {
+      size_t next = inp.find(sep, pos);
+      if (next == std::string::npos) break;
+      texts.push_back(inp.substr(pos, next - pos));
+      pos = next + sep.size();
+    }
+    std::vector<std::string> lines;
+    std::istringstream ls(outp);
+    for (std::string line; std::getline(ls, line);) lines.push_back(line);
+    ASSERT_GE(lines.size(), 8u);
+    TempDir tmp;
+    for (size_t i = 0; i < 4 && i < texts.size(); ++i) {  // a sample: the tokenizer's own
+      std::ofstream(tmp.file("t.txt"), std::ios::binary) << texts[i];  // tests cover all
+      Ran r = RunKv({"tokenize", "--model", vocab, "--no-bos", "--text-file", tmp.file("t.txt")});
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      std::string want = lines[i];
+      while (!want.empty() && want.back() == ' ') want.pop_back();
+      while (!want.empty() && want.front() == ' ') want.erase(0, 1);
+      EXPECT_EQ(r.out, want + "\n") << name << " case " << i;
+    }
+  }
+}
+
+TEST(KvserveCliTest, TokenizeLlama2cModelAddsBos) {
+  if (!HasStories()) GTEST_SKIP() << "no " << kStoriesDir << " (shared assets absent)";
+  Ran r = RunKv({"tokenize", "--model", kStoriesDir + "/stories260K.bin", "--text",
+                 "Once upon a time"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "1 403 407 261 378\n");
+  r = RunKv({"tokenize", "--model", kStoriesDir + "/stories260K.bin", "--no-bos", "--text",
+             "Once upon a time"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "403 407 261 378\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// mkmodel.
+
+TEST(KvserveCliTest, MkmodelThenGenerate) {
+  TempDir tmp;
+  const std::string out = tmp.file("tiny-q8_0.gguf");
+  Ran r = RunKv({"mkmodel", "--preset", "tiny", "--dtype", "q8_0", "--seed", "5", "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find(out), std::string::npos) << "no final line: " << r.err;
+  r = RunKv({"generate", "--model", out, "--prompt", "hello world", "-n", "5", "--ignore-eos",
+             "--seed", "1", "--threads", "1", "--output-format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["num_output_tokens"], 5);
+  EXPECT_EQ(j["weight_type"], "q8_0");
+  EXPECT_EQ(r.err.find("RANDOM"), std::string::npos) << "builtin banner for a file model";
+  // tokenize gives the ids generate ran.
+  std::string want;
+  for (const json& id : j["prompt_token_ids"]) {
+    want += (want.empty() ? "" : " ") + std::to_string(id.get<int>());
+  }
+  r = RunKv({"tokenize", "--model", out, "--text", "hello world"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, want + "\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// In-process: the generation loop's limits.
+
+TEST(RunGenerationTest, StopsWhenTheContextIsFull) {
+  LoadedModel loaded = MakeBuiltinDefaultModel();
+  loaded.config.max_seq_len = 16;
+  auto model = LlamaModel::Create(std::move(loaded));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ThreadPool pool(1);
+  GenerationRequest req;
+  req.prompt_ids = {5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+  req.max_new_tokens = 100;
+  req.sampling.temperature = 0.0f;
+  req.ignore_eos = true;
+  auto out = RunGeneration(**model, nullptr, req, &pool);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->output_ids.size(), 7u);  // 16 - 10 + 1: the last one is never fed
+  EXPECT_EQ(out->finish_reason, "length");
+  EXPECT_EQ(out->num_decode_steps, 6);
+
+  req.max_new_tokens = 3;
+  out = RunGeneration(**model, nullptr, req, &pool);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->output_ids.size(), 3u);
+
+  req.prompt_ids.assign(17, 5);
+  EXPECT_FALSE(RunGeneration(**model, nullptr, req, &pool).ok());
+  req.prompt_ids.clear();
+  EXPECT_FALSE(RunGeneration(**model, nullptr, req, &pool).ok());
+  req.prompt_ids = {1, 100000};
+  EXPECT_FALSE(RunGeneration(**model, nullptr, req, &pool).ok());
+}
+
+TEST(RunGenerationTest, GreedyIsDeterministicAcrossThreadCounts) {
+  auto model = LlamaModel::Create(MakeBuiltinDefaultModel());
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  GenerationRequest req;
+  req.prompt_ids = {1, 50, 60, 70};
+  req.max_new_tokens = 12;
+  req.sampling.temperature = 0.0f;
+  req.ignore_eos = true;
+  ThreadPool one(1), two(2);
+  std::vector<TokenId> seen;
+  auto a = RunGeneration(**model, nullptr, req, &one,
+                         [&](TokenId t) { seen.push_back(t); });
+  auto b = RunGeneration(**model, nullptr, req, &two);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->output_ids, b->output_ids);
+  EXPECT_EQ(a->output_ids, seen);  // on_token saw every token, in order
+  EXPECT_EQ(a->output_ids.size(), 12u);
+}
+
+}  // namespace
+}  // namespace kvserve::cli

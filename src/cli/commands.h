@@ -1,0 +1,22 @@
+// Registration of the `kvserve` subcommands on a CLI11 app. Each Add*Command creates the
+// subcommand with its options and a callback that runs it and stores the process exit status
+// in *exit_code. The options live as long as the app (owned by the callbacks).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace kvserve::cli {
+
+void AddGenerateCommand(CLI::App& app, int* exit_code);
+void AddTokenizeCommand(CLI::App& app, int* exit_code);
+void AddMkmodelCommand(CLI::App& app, int* exit_code);
+void AddConvertCommand(CLI::App& app, int* exit_code);
+
+// Builds the whole `kvserve` app (all subcommands); used by main() and tests.
+void AddAllCommands(CLI::App& app, int* exit_code);
+
+// Parses argv and runs the chosen subcommand; returns the process exit status. Parse errors
+// print "error: ..." (plus a hint to --help) on stderr and return 2 (help/version return 0).
+int RunKvserve(int argc, const char* const* argv);
+
+}  // namespace kvserve::cli

@@ -1,0 +1,292 @@
+#include "cli/generate.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_util.h"
+#include "model/synthetic.h"
+
+namespace kvserve::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+StatusOr<std::vector<TokenId>> ParseIdList(const std::string& text, int64_t vocab_size) {
+  std::string s = text;
+  std::replace(s.begin(), s.end(), ',', ' ');
+  std::istringstream in(s);
+  std::vector<TokenId> ids;
+  std::string word;
+  while (in >> word) {
+    char* end = nullptr;
+    const long long v = std::strtoll(word.c_str(), &end, 10);
+    if (end == word.c_str() || *end != '\0' || v < 0 || v >= vocab_size) {
+      return InvalidArgumentError("bad token id '" + word + "' in --prompt-ids (vocabulary has " +
+                                  std::to_string(vocab_size) + " tokens)");
+    }
+    ids.push_back(static_cast<TokenId>(v));
+  }
+  return ids;
+}
+
+// A fixed, seed-free pseudo-random token sequence (splitmix64), avoiding the first 16 ids where
+// control tokens usually live.
+std::vector<TokenId> RandomPrompt(int64_t num_tokens, int64_t vocab_size) {
+  std::vector<TokenId> ids;
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  const int64_t lo = vocab_size > 64 ? 16 : 0;
+  for (int64_t i = 0; i < num_tokens; ++i) {
+    x += 0x9E3779B97F4A7C15ull;
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    ids.push_back(static_cast<TokenId>(lo + static_cast<int64_t>(z % static_cast<uint64_t>(
+                                                 vocab_size - lo))));
+  }
+  return ids;
+}
+
+// Text of `output` as it continues `prompt` (SentencePiece decoding depends on what precedes a
+// piece, e.g. the dummy-prefix space right after BOS).
+std::string ContinuationText(const Tokenizer& tokenizer, const std::vector<TokenId>& prompt,
+                             const std::vector<TokenId>& output) {
+  std::vector<TokenId> all = prompt;
+  all.insert(all.end(), output.begin(), output.end());
+  const std::string full = tokenizer.Decode(all);
+  const std::string head = tokenizer.Decode(prompt);
+  if (full.compare(0, head.size(), head) == 0) return full.substr(head.size());
+  return tokenizer.Decode(output);
+}
+
+}  // namespace
+
+StatusOr<GenerationResult> RunGeneration(LlamaModel& model, const Tokenizer* tokenizer,
+                                         const GenerationRequest& request, ThreadPool* pool,
+                                         const std::function<void(TokenId)>& on_token) {
+  const ModelConfig& config = model.config();
+  const int64_t num_prompt = static_cast<int64_t>(request.prompt_ids.size());
+  if (num_prompt == 0) return InvalidArgumentError("the prompt is empty (no tokens to run)");
+  if (num_prompt > config.max_seq_len) {
+    return OutOfRangeError("the prompt has " + std::to_string(num_prompt) +
+                           " tokens but the model's context holds " +
+                           std::to_string(config.max_seq_len));
+  }
+  for (TokenId t : request.prompt_ids) {
+    if (t < 0 || t >= config.vocab_size) {
+      return InvalidArgumentError("prompt token id " + std::to_string(t) +
+                                  " is outside the vocabulary (" +
+                                  std::to_string(config.vocab_size) + " tokens)");
+    }
+  }
+  KV_RETURN_IF_ERROR(request.sampling.Validate());
+  GenerationResult result;
+  result.finish_reason = "length";
+  if (request.max_new_tokens <= 0) return result;
+
+  // Output token j is sampled from the logits at position num_prompt - 1 + j and, unless it is
+  // the last one, fed back at position num_prompt + j (as llama2.c run.c with steps = context).
+  const int64_t max_new =
+      std::min<int64_t>(request.max_new_tokens, config.max_seq_len - num_prompt + 1);
+  const int64_t cache_tokens = std::min<int64_t>(config.max_seq_len, num_prompt + max_new - 1);
+  // The dense cache is allocated up front: refuse sizes the machine cannot hold.
+  const double cache_bytes = 2.0 * 4.0 * static_cast<double>(config.num_layers) *
+                             static_cast<double>(config.num_kv_heads * config.head_dim) *
+                             static_cast<double>(std::max<int64_t>(cache_tokens, 1));
+  const double memory_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
+                              static_cast<double>(::sysconf(_SC_PAGESIZE));
+  if (memory_bytes > 0 && cache_bytes > 0.75 * memory_bytes) {
+    return ResourceExhaustedError(
+        "a KV cache for " + std::to_string(cache_tokens) + " tokens needs " +
+        std::to_string(static_cast<int64_t>(cache_bytes / (1 << 20))) +
+        " MiB, more than this machine's memory allows; ask for fewer tokens (-n)");
+  }
+  std::unique_ptr<DenseKvCache> cache = model.NewCache(std::max<int64_t>(cache_tokens, 1));
+
+  Sampler sampler(request.sampling);
+  std::vector<float> logits(static_cast<size_t>(config.vocab_size));
+  auto is_stop = [&](TokenId t) {
+    if (request.ignore_eos) return false;
+    if (tokenizer != nullptr && tokenizer->IsEndOfGeneration(t)) return true;
+    if (request.stop_at_bos && tokenizer != nullptr && t == tokenizer->bos_id()) return true;
+    return false;
+  };
+
+  auto start = Clock::now();
+  KV_RETURN_IF_ERROR(model.Forward(request.prompt_ids, cache.get(), pool, logits.data()));
+  TokenId next = sampler.Sample(logits.data(), config.vocab_size, request.prompt_ids,
+                                result.output_ids);
+  result.prefill_seconds = SecondsSince(start);
+
+  start = Clock::now();
+  while (true) {
+    result.output_ids.push_back(next);
+    if (on_token) on_token(next);
+    if (is_stop(next)) {
+      result.finish_reason = "stop";
+      break;
+    }
+    if (static_cast<int64_t>(result.output_ids.size()) >= max_new) break;
+    KV_RETURN_IF_ERROR(model.Forward({next}, cache.get(), pool, logits.data()));
+    ++result.num_decode_steps;
+    next = sampler.Sample(logits.data(), config.vocab_size, request.prompt_ids,
+                          result.output_ids);
+  }
+  result.decode_seconds = SecondsSince(start);
+  return result;
+}
+
+int RunGenerateCommand(const GenerateOptions& options) {
+  if (Status s = options.sampling.Validate(); !s.ok()) return ReportError(s);
+  if (options.max_new_tokens < 0) {
+    return ReportError(InvalidArgumentError("-n must be >= 0"));
+  }
+  if (options.threads < 0) return ReportError(InvalidArgumentError("--threads must be >= 1"));
+  if (options.output_format != "text" && options.output_format != "json") {
+    return ReportError(InvalidArgumentError("--output-format must be text or json"));
+  }
+  const bool json = options.output_format == "json";
+
+  // 1. The model.
+  auto load_start = Clock::now();
+  LoadedModel loaded;
+  if (options.model_path.empty()) {
+    loaded = MakeBuiltinDefaultModel();
+    std::fprintf(stderr,
+                 "note: no --model given, using the built-in default model '%s'.\n"
+                 "note: ITS WEIGHTS ARE RANDOM: the text it generates is noise. Pass --model PATH "
+                 "(GGUF file, llama2.c checkpoint or Hugging Face folder) for real text.\n",
+                 loaded.config.name.c_str());
+  } else {
+    auto from_file = LoadModelWithProgress(options.model_path, options.tokenizer_path);
+    if (!from_file.ok()) return ReportError(from_file.status());
+    loaded = std::move(from_file).value();
+  }
+  const double load_seconds = SecondsSince(load_start);
+  PrintModelSummary(loaded, load_seconds);
+  const std::string model_name = options.model_path.empty() ? loaded.config.name
+                                                             : options.model_path;
+  const bool llama2c = loaded.format.rfind("llama2c", 0) == 0;
+  const int64_t num_parameters = loaded.config.NumParameters();
+  const int64_t weight_bytes = loaded.WeightBytes();
+  const int64_t weight_bytes_per_token = WeightBytesPerToken(loaded);
+  const int64_t parameters_per_token = ParametersPerToken(loaded);
+  const std::string weight_type = loaded.WeightTypeSummary();
+
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (loaded.vocab.has_value()) {
+    auto tok = Tokenizer::Create(*loaded.vocab);
+    if (!tok.ok()) return ReportError(tok.status().WithContext("tokenizer"));
+    tokenizer = std::move(tok).value();
+  }
+
+  auto created = LlamaModel::Create(std::move(loaded));
+  if (!created.ok()) return ReportError(created.status());
+  std::unique_ptr<LlamaModel> model = std::move(created).value();
+  const int64_t vocab_size = model->config().vocab_size;
+
+  // 2. The prompt.
+  GenerationRequest request;
+  request.max_new_tokens = options.max_new_tokens;
+  request.sampling = options.sampling;
+  request.stop_at_bos = llama2c;
+  request.ignore_eos = options.ignore_eos;
+  if (!options.prompt_ids.empty()) {
+    auto ids = ParseIdList(options.prompt_ids, vocab_size);
+    if (!ids.ok()) return ReportError(ids.status());
+    request.prompt_ids = std::move(ids).value();
+  } else if (options.random_prompt_tokens > 0) {
+    request.prompt_ids = RandomPrompt(options.random_prompt_tokens, vocab_size);
+  } else {
+    if (tokenizer == nullptr) {
+      return ReportError(InvalidArgumentError(
+          "the model carries no tokenizer; pass one with --tokenizer PATH"));
+    }
+    EncodeOptions encode;
+    encode.add_bos = !options.no_bos;
+    request.prompt_ids = tokenizer->Encode(options.prompt, encode);
+  }
+
+  // 3. Generate, streaming text in text mode.
+  const int threads = options.threads > 0 ? options.threads : ThreadPool::HardwareThreads();
+  ThreadPool pool(threads);
+  std::unique_ptr<IncrementalDetokenizer> detok;
+  if (!json && tokenizer != nullptr) {
+    detok = std::make_unique<IncrementalDetokenizer>(tokenizer.get());
+    for (TokenId t : request.prompt_ids) std::fputs(detok->Push(t).c_str(), stdout);
+    std::fflush(stdout);
+  }
+  auto on_token = [&](TokenId t) {
+    if (json) return;
+    if (detok == nullptr) {
+      std::printf("%d ", t);
+    } else {
+      const bool stop = !options.ignore_eos && (tokenizer->IsEndOfGeneration(t) ||
+                                                (llama2c && t == tokenizer->bos_id()));
+      if (!stop) std::fputs(detok->Push(t).c_str(), stdout);
+    }
+    std::fflush(stdout);
+  };
+  auto generated = RunGeneration(*model, tokenizer.get(), request, &pool, on_token);
+  if (!generated.ok()) {
+    if (!json) std::fputs("\n", stdout);
+    return ReportError(generated.status());
+  }
+  const GenerationResult& result = *generated;
+  const int64_t num_prompt = static_cast<int64_t>(request.prompt_ids.size());
+  const int64_t num_output = static_cast<int64_t>(result.output_ids.size());
+  const double prefill_tps =
+      result.prefill_seconds > 0 ? static_cast<double>(num_prompt) / result.prefill_seconds : 0.0;
+  const double decode_tps = result.decode_seconds > 0
+                                ? static_cast<double>(result.num_decode_steps) /
+                                      result.decode_seconds
+                                : 0.0;
+
+  if (json) {
+    std::vector<TokenId> text_ids = result.output_ids;
+    if (result.finish_reason == "stop" && !text_ids.empty()) text_ids.pop_back();
+    nlohmann::json out;
+    out["model"] = model_name;
+    out["prompt_token_ids"] = request.prompt_ids;
+    out["output_token_ids"] = result.output_ids;
+    out["text"] = tokenizer ? ContinuationText(*tokenizer, request.prompt_ids, text_ids) : "";
+    out["finish_reason"] = result.finish_reason;
+    out["num_prompt_tokens"] = num_prompt;
+    out["num_output_tokens"] = num_output;
+    out["prefill_seconds"] = result.prefill_seconds;
+    out["decode_seconds"] = result.decode_seconds;
+    out["num_decode_steps"] = result.num_decode_steps;
+    out["prefill_tokens_per_s"] = prefill_tps;
+    out["decode_tokens_per_s"] = decode_tps;
+    out["threads"] = threads;
+    out["load_seconds"] = load_seconds;
+    out["num_parameters"] = num_parameters;
+    out["parameters_per_token"] = parameters_per_token;
+    out["weight_type"] = weight_type;
+    out["weight_bytes"] = weight_bytes;
+    out["weight_bytes_per_token"] = weight_bytes_per_token;
+    // Invalid UTF-8 in a token's text must not abort the dump.
+    std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    if (detok != nullptr) std::fputs(detok->Flush().c_str(), stdout);
+    std::fputs("\n", stdout);
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "prefill: %lld tokens in %.3f s (%.1f tok/s); decode: %lld tokens in %.3f s "
+                 "(%.1f tok/s); %d threads; finish: %s\n",
+                 static_cast<long long>(num_prompt), result.prefill_seconds, prefill_tps,
+                 static_cast<long long>(result.num_decode_steps), result.decode_seconds,
+                 decode_tps, threads, result.finish_reason.c_str());
+  }
+  return 0;
+}
+
+}  // namespace kvserve::cli

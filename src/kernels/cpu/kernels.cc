@@ -1,0 +1,140 @@
+#include "kernels/kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "base/check.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/vector_math.h"
+#include "kernels/reference/reference.h"
+
+namespace kvserve {
+
+std::vector<float> RopeInvFreqs(const RopeOptions& options) {
+  return reference::RopeInvFreqs(options);
+}
+
+namespace kernels {
+namespace {
+
+bool UseSimd() { return internal::CurrentSimdLevel() != internal::SimdLevel::kScalar; }
+
+}  // namespace
+
+bool SimdEnabled() { return UseSimd(); }
+
+void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool) {
+  KV_CHECK(w.shape.size() == 2) << "Matmul weight must be 2-D, got " << w.ShapeString();
+  KV_CHECK(m >= 0);
+  if (m == 0 || w.shape[0] == 0) return;
+  if (w.dtype == DType::kQ8_0) KV_CHECK(w.shape[1] % kQ8_0BlockElems == 0);
+  switch (internal::CurrentSimdLevel()) {
+    case internal::SimdLevel::kAvx512Vnni: return internal::avx512::Matmul(x, m, w, y, pool);
+    case internal::SimdLevel::kAvx2: return internal::avx2::Matmul(x, m, w, y, pool);
+    case internal::SimdLevel::kScalar: return internal::MatmulScalar(x, m, w, y, pool);
+  }
+}
+
+void RmsNorm(const float* x, const float* weight, int64_t num_rows, int64_t n, float eps,
+             float* out) {
+  if (!UseSimd()) return reference::RmsNorm(x, weight, num_rows, n, eps, out);
+  for (int64_t r = 0; r < num_rows; ++r) {
+    const float* xr = x + r * n;
+    float mean_sq = internal::simd::SumSquares(xr, n) / static_cast<float>(n);
+    float inv = 1.0f / std::sqrt(mean_sq + eps);
+    internal::simd::ScaleMul(xr, weight, inv, n, out + r * n);
+  }
+}
+
+void Rope(float* x, int64_t num_heads, int64_t head_dim, int64_t position,
+          const std::vector<float>& inv_freqs, RopeLayout layout) {
+  if (!UseSimd()) return reference::Rope(x, num_heads, head_dim, position, inv_freqs, layout);
+  const int64_t num_pairs = static_cast<int64_t>(inv_freqs.size());
+  KV_CHECK(2 * num_pairs <= head_dim) << "rotary_dim " << 2 * num_pairs << " > " << head_dim;
+  // cos/sin once per call, shared by all heads.
+  float stack_cos[128], stack_sin[128];
+  std::vector<float> heap;
+  float* cs = stack_cos;
+  float* sn = stack_sin;
+  if (num_pairs > 128) {
+    heap.resize(2 * num_pairs);
+    cs = heap.data();
+    sn = heap.data() + num_pairs;
+  }
+  for (int64_t i = 0; i < num_pairs; ++i) {
+    double angle = static_cast<double>(position) * static_cast<double>(inv_freqs[i]);
+    cs[i] = static_cast<float>(std::cos(angle));
+    sn[i] = static_cast<float>(std::sin(angle));
+  }
+  for (int64_t h = 0; h < num_heads; ++h) {
+    float* xh = x + h * head_dim;
+    if (layout == RopeLayout::kNeox) {
+      internal::simd::RotateHalves(xh, xh + num_pairs, cs, sn, num_pairs);
+    } else {
+      for (int64_t i = 0; i < num_pairs; ++i) {
+        float x0 = xh[2 * i], x1 = xh[2 * i + 1];
+        xh[2 * i] = x0 * cs[i] - x1 * sn[i];
+        xh[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
+      }
+    }
+  }
+}
+
+void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
+  if (!UseSimd()) return reference::SwiGlu(gate, up, n, out);
+  internal::simd::SwiGlu(gate, up, n, out);
+}
+
+void Softmax(float* x, int64_t n) {
+  if (!UseSimd()) return reference::Softmax(x, n);
+  if (n <= 0) return;
+  float max_value = internal::simd::Max(x, n);
+  float sum = internal::simd::ExpSubtractSum(x, n, max_value);
+  internal::simd::Scale(x, n, 1.0f / sum);
+}
+
+void EmbeddingLookup(const Tensor& table, int64_t token, float* out) {
+  reference::EmbeddingLookup(table, token, out);  // one row: DequantizeRow is enough
+}
+
+void DenseAttention(const float* q, const float* k, const float* v, const AttentionShape& shape,
+                    float* out, ThreadPool* pool) {
+  if (!UseSimd()) return reference::DenseAttention(q, k, v, shape, out, pool);
+  KV_CHECK(shape.num_kv_heads > 0 && shape.num_heads % shape.num_kv_heads == 0);
+  const int64_t hd = shape.head_dim;
+  const int64_t group = shape.num_heads / shape.num_kv_heads;
+  const int64_t kv_stride = shape.num_kv_heads * hd;
+  auto body = [&](int64_t begin, int64_t end) {
+    std::vector<float> scores;
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t i = item / shape.num_heads;
+      const int64_t h = item % shape.num_heads;
+      const float* qh = q + item * hd;
+      float* o = out + item * hd;
+      const int64_t num_visible = std::min(shape.num_keys, shape.first_pos + i + 1);
+      std::fill(o, o + hd, 0.0f);
+      if (num_visible <= 0) continue;
+      const float* kh = k + (h / group) * hd;
+      const float* vh = v + (h / group) * hd;
+      scores.resize(num_visible);
+      for (int64_t t = 0; t < num_visible; ++t) {
+        scores[t] = internal::simd::Dot(qh, kh + t * kv_stride, hd) * shape.scale;
+      }
+      Softmax(scores.data(), num_visible);
+      for (int64_t t = 0; t < num_visible; ++t) {
+        internal::simd::Axpy(scores[t], vh + t * kv_stride, hd, o);
+      }
+    }
+  };
+  const int64_t num_items = shape.num_queries * shape.num_heads;
+  if (pool != nullptr) {
+    pool->ParallelFor(num_items, 1, body);
+  } else {
+    body(0, num_items);
+  }
+}
+
+}  // namespace kernels
+}  // namespace kvserve

@@ -1,0 +1,27 @@
+// Matmul implementations behind kernels::Matmul, one per SIMD level. Internal to kernels/cpu.
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+#include "tensor/tensor.h"
+
+namespace kvserve::kernels::internal {
+
+// Portable: dequantizes each weight row and runs float dot products. Threads split rows of W.
+void MatmulScalar(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool);
+
+namespace avx2 {
+void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool);
+}  // namespace avx2
+
+namespace avx512 {
+void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool);
+}  // namespace avx512
+
+// Quantizes `num_rows` rows of k floats (k a multiple of 32) to Q8_0-style blocks: int8 values
+// at qs[r * k + c] and one float scale per block at d[r * (k / 32) + b] (absmax / 127, values
+// rounded to nearest even). Used for the int8 x int8 Q8_0 matmul.
+void QuantizeActivationsQ8(const float* x, int64_t num_rows, int64_t k, int8_t* qs, float* d);
+
+}  // namespace kvserve::kernels::internal

@@ -1,0 +1,49 @@
+// Instantiates matmul_simd.inc for each SIMD level (see the comment there).
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cpu/matmul.h"
+#include "tensor/dtype.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+namespace kvserve::kernels::internal {
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+namespace avx2 {
+#define KV_MATMUL_VNNI 0
+#include "kernels/cpu/matmul_simd.inc"
+#undef KV_MATMUL_VNNI
+}  // namespace avx2
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+namespace avx512 {
+#define KV_MATMUL_VNNI 1
+#include "kernels/cpu/matmul_simd.inc"
+#undef KV_MATMUL_VNNI
+}  // namespace avx512
+#pragma GCC pop_options
+
+}  // namespace kvserve::kernels::internal
+
+#else  // not x86-64: the SIMD entry points fall back to the scalar kernel.
+
+namespace kvserve::kernels::internal {
+namespace avx2 {
+void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool) {
+  MatmulScalar(x, m, w, y, pool);
+}
+}  // namespace avx2
+namespace avx512 {
+void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool) {
+  MatmulScalar(x, m, w, y, pool);
+}
+}  // namespace avx512
+}  // namespace kvserve::kernels::internal
+
+#endif

@@ -1,0 +1,27 @@
+// AVX2/FMA vector helpers for the non-matmul kernels. Internal to kernels/cpu; callers must
+// check internal::CurrentSimdLevel() != kScalar first. All functions accept any n >= 0 and
+// unaligned pointers.
+#pragma once
+
+#include <cstdint>
+
+namespace kvserve::kernels::internal::simd {
+
+float SumSquares(const float* x, int64_t n);
+// out[i] = x[i] * scale * weight[i]
+void ScaleMul(const float* x, const float* weight, float scale, int64_t n, float* out);
+// (a[i], b[i]) <- (a cos - b sin, a sin + b cos)
+void RotateHalves(float* a, float* b, const float* cos, const float* sin, int64_t n);
+// out[i] = gate[i] / (1 + exp(-gate[i])) * up[i]; out may alias gate or up.
+void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
+float Max(const float* x, int64_t n);
+// x[i] = exp(x[i] - shift); returns the sum.
+float ExpSubtractSum(float* x, int64_t n, float shift);
+void Scale(float* x, int64_t n, float scale);
+float Dot(const float* a, const float* b, int64_t n);
+// y[i] += alpha * x[i]
+void Axpy(float alpha, const float* x, int64_t n, float* y);
+// exp of 8 lanes at a time applied to n values (for testing the approximation).
+void Exp(const float* x, int64_t n, float* out);
+
+}  // namespace kvserve::kernels::internal::simd

@@ -1,0 +1,33 @@
+// Scalar oracles for the kernels of kernels/kernels.h: same signatures, plain loops, double
+// accumulation. Slow on purpose; the fast kernels in kernels/cpu are tested against these.
+// All functions are thread-safe (no shared state); `pool` arguments are accepted for signature
+// parity and ignored.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/kernels.h"
+
+namespace kvserve::reference {
+
+std::vector<float> RopeInvFreqs(const RopeOptions& options);
+
+void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool);
+
+void RmsNorm(const float* x, const float* weight, int64_t num_rows, int64_t n, float eps,
+             float* out);
+
+void Rope(float* x, int64_t num_heads, int64_t head_dim, int64_t position,
+          const std::vector<float>& inv_freqs, RopeLayout layout);
+
+void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
+
+void Softmax(float* x, int64_t n);
+
+void EmbeddingLookup(const Tensor& table, int64_t token, float* out);
+
+void DenseAttention(const float* q, const float* k, const float* v,
+                    const kernels::AttentionShape& shape, float* out, ThreadPool* pool);
+
+}  // namespace kvserve::reference

@@ -1,0 +1,494 @@
+// LoadGgufModel / SaveGgufModel: GGUF `llama`, `mistral` and `qwen2` models.
+//
+// RoPE: llama/mistral GGUF weights rotate interleaved pairs (llama.cpp LLAMA_ROPE_TYPE_NORM;
+// convert_hf_to_gguf.py permutes the Q/K rows of HF checkpoints into that order); qwen2 uses
+// NeoX pairs. Llama 3 RoPE scaling: llama.cpp stores it only as a `rope_freqs.weight` tensor
+// of per-pair divisors. On load we fit the llama3 parameters (factor, low/high frequency
+// factors, original context) to that tensor and refuse it when no llama3 schedule reproduces
+// it; on save we write the tensor from the parameters. Linear scaling uses the
+// `<arch>.rope.scaling.type` / `.factor` keys.
+#include <cmath>
+#include <cstring>
+#include <numbers>
+#include <set>
+
+#include "base/logging.h"
+#include "model/gguf.h"
+#include "model/gguf_vocab.h"
+#include "model/model_loader.h"
+#include "model/model_tensors.h"
+#include "model/vocab_source.h"
+
+namespace kvserve {
+namespace {
+
+// llama.cpp LLAMA_FTYPE values.
+constexpr uint32_t kFtypeAllF32 = 0;
+constexpr uint32_t kFtypeMostlyF16 = 1;
+constexpr uint32_t kFtypeMostlyQ8_0 = 7;
+constexpr uint32_t kFtypeMostlyBF16 = 32;
+
+constexpr char kEogIdsKey[] = "kvserve.tokenizer.eog_token_ids";
+constexpr char kPreRegexesKey[] = "kvserve.tokenizer.pre_regexes";
+constexpr char kIgnoreMergesKey[] = "kvserve.tokenizer.bpe_ignore_merges";
+constexpr char kBpePrefixSpaceKey[] = "kvserve.tokenizer.bpe_add_prefix_space";
+
+RopeLayout GgufRopeLayout(const std::string& arch) {
+  return arch == "qwen2" ? RopeLayout::kNeox : RopeLayout::kInterleaved;
+}
+
+// Per-pair llama3 divisors, as convert_hf_to_gguf.py computes them for rope_freqs.weight.
+std::vector<float> Llama3Factors(const RopeOptions& rope, int64_t rotary_dim) {
+  std::vector<float> out;
+  const double factor = rope.scaling_factor, low = rope.llama3_low_freq_factor,
+               high = rope.llama3_high_freq_factor;
+  const double orig = static_cast<double>(rope.llama3_original_max_positions);
+  const double low_wavelen = orig / low, high_wavelen = orig / high;
+  for (int64_t i = 0; i < rotary_dim / 2; ++i) {
+    double inv = std::pow(static_cast<double>(rope.theta), -2.0 * i / rotary_dim);
+    double wavelen = 2.0 * std::numbers::pi / inv;
+    if (wavelen < high_wavelen) {
+      out.push_back(1.0f);
+    } else if (wavelen > low_wavelen) {
+      out.push_back(static_cast<float>(factor));
+    } else {
+      double smooth = (orig / wavelen - low) / (high - low);
+      out.push_back(static_cast<float>(1.0 / ((1.0 - smooth) / factor + smooth)));
+    }
+  }
+  return out;
+}
+
+bool FactorsMatch(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!(std::fabs(a[i] - b[i]) <= 1e-3f * std::max(1.0f, std::fabs(b[i])))) return false;
+  }
+  return true;
+}
+
+// Finds llama3 parameters that reproduce `factors`; fills rope or returns an error.
+Status FitLlama3Scaling(const std::vector<float>& factors, int64_t rotary_dim,
+                        int64_t original_ctx, RopeOptions* rope) {
+  float max_f = 1.0f;
+  for (float f : factors) {
+    if (!(std::isfinite(f) && f > 0.0f)) {
+      return InvalidArgumentError("rope_freqs.weight holds a non-positive or non-finite value");
+    }
+    max_f = std::max(max_f, f);
+  }
+  if (max_f == 1.0f) return OkStatus();  // no scaling at all
+  RopeOptions cand = *rope;
+  cand.scaling = RopeScalingType::kLlama3;
+  cand.scaling_factor = max_f;
+  cand.llama3_original_max_positions = original_ctx > 0 ? original_ctx : 8192;
+  // The smooth part is linear in the inverse frequency: s = A * inv + B with
+  // A = orig / (2 pi (high - low)) and B = -low / (high - low). Fit it from two interior points.
+  std::vector<std::pair<double, double>> pts;  // (inv, s)
+  for (size_t i = 0; i < factors.size(); ++i) {
+    double f = factors[i];
+    if (f > 1.0 + 1e-4 && f < max_f - 1e-4 * max_f) {
+      double inv = std::pow(static_cast<double>(rope->theta), -2.0 * i / rotary_dim);
+      double s = (1.0 / f - 1.0 / max_f) / (1.0 - 1.0 / max_f);
+      pts.emplace_back(inv, s);
+    }
+  }
+  if (pts.size() >= 2 && pts.front().first != pts.back().first) {
+    double a = (pts.front().second - pts.back().second) / (pts.front().first - pts.back().first);
+    double b = pts.front().second - a * pts.front().first;
+    if (a > 0.0) {
+      double span = static_cast<double>(cand.llama3_original_max_positions) /
+                    (2.0 * std::numbers::pi * a);
+      cand.llama3_low_freq_factor = static_cast<float>(-b * span);
+      cand.llama3_high_freq_factor = static_cast<float>(-b * span + span);
+      if (FactorsMatch(Llama3Factors(cand, rotary_dim), factors)) {
+        *rope = cand;
+        return OkStatus();
+      }
+    }
+  }
+  for (float low : {1.0f, 2.0f}) {  // the published Llama 3.1 / 3.2 values first
+    for (float high : {4.0f, 8.0f}) {
+      cand.llama3_low_freq_factor = low;
+      cand.llama3_high_freq_factor = high;
+      if (FactorsMatch(Llama3Factors(cand, rotary_dim), factors)) {
+        *rope = cand;
+        return OkStatus();
+      }
+    }
+  }
+  return UnimplementedError(
+      "rope_freqs.weight does not follow a llama3 RoPE scaling schedule; other per-frequency "
+      "factors are not supported");
+}
+
+}  // namespace
+
+StatusOr<LoadedModel> LoadGgufModel(const std::string& path, const LoadOptions& options) {
+  KV_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(path));
+  auto fail = [&](const Status& s) { return s.WithContext("GGUF model '" + path + "'"); };
+  StatusOr<std::string> arch_or = file->GetString("general.architecture");
+  if (!arch_or.ok()) return fail(arch_or.status());
+  const std::string arch = *arch_or;
+  if (arch != "llama" && arch != "mistral" && arch != "qwen2") {
+    return fail(UnimplementedError("unsupported architecture '" + arch +
+                                   "' (supported: llama, mistral, qwen2)"));
+  }
+  auto get_int = [&](const std::string& key, int64_t def, bool required) -> StatusOr<int64_t> {
+    StatusOr<int64_t> v = file->GetInt(arch + "." + key);
+    if (v.ok()) return *v;
+    if (v.status().code() == StatusCode::kNotFound && !required) return def;
+    return v.status();
+  };
+  auto get_float = [&](const std::string& key, double def) -> StatusOr<double> {
+    StatusOr<double> v = file->GetFloat(arch + "." + key);
+    if (v.ok()) return *v;
+    if (v.status().code() == StatusCode::kNotFound) return def;
+    return v.status();
+  };
+
+  LoadedModel model;
+  model.format = "gguf";
+  model.path = path;
+  ModelConfig& c = model.config;
+  c.architecture = arch;
+  StatusOr<std::string> name = file->GetString("general.name");
+  c.name = name.ok() ? *name : path.substr(path.find_last_of('/') + 1);
+#define KV_GGUF_INT(field, key, def, required)                        \
+  {                                                                   \
+    StatusOr<int64_t> v_ = get_int(key, def, required);               \
+    if (!v_.ok()) return fail(v_.status());                           \
+    c.field = *v_;                                                    \
+  }
+  KV_GGUF_INT(max_seq_len, "context_length", 0, true);
+  KV_GGUF_INT(hidden_dim, "embedding_length", 0, true);
+  KV_GGUF_INT(ffn_dim, "feed_forward_length", 0, true);
+  KV_GGUF_INT(num_layers, "block_count", 0, true);
+  KV_GGUF_INT(num_heads, "attention.head_count", 0, true);
+  KV_GGUF_INT(num_kv_heads, "attention.head_count_kv", c.num_heads, false);
+  if (c.num_heads <= 0) return fail(InvalidArgumentError("attention.head_count must be positive"));
+  KV_GGUF_INT(head_dim, "attention.key_length", c.hidden_dim / c.num_heads, false);
+  KV_GGUF_INT(rope.rotary_dim, "rope.dimension_count", c.head_dim, false);
+#undef KV_GGUF_INT
+  c.rope.head_dim = c.head_dim;
+  StatusOr<double> theta = get_float("rope.freq_base", 10000.0);
+  if (!theta.ok()) return fail(theta.status());
+  c.rope.theta = static_cast<float>(*theta);
+  StatusOr<double> eps = get_float("attention.layer_norm_rms_epsilon", 1e-5);
+  if (!eps.ok()) return fail(eps.status());
+  c.norm_eps = static_cast<float>(*eps);
+  c.rope.layout = GgufRopeLayout(arch);
+  c.qkv_bias = arch == "qwen2";
+
+  StatusOr<std::string> scaling = file->GetString(arch + ".rope.scaling.type");
+  if (scaling.ok() && *scaling != "none") {
+    if (*scaling != "linear") {
+      return fail(UnimplementedError("unsupported RoPE scaling type '" + *scaling +
+                                     "' (supported: none, linear, llama3 via rope_freqs)"));
+    }
+    StatusOr<double> factor = get_float("rope.scaling.factor", 1.0);
+    if (!factor.ok()) return fail(factor.status());
+    c.rope.scaling = RopeScalingType::kLinear;
+    c.rope.scaling_factor = static_cast<float>(*factor);
+  }
+
+  // Vocabulary (before tensor checks: its size may fix vocab_size).
+  if (!options.tokenizer_path.empty()) {
+    StatusOr<int64_t> n = get_int("vocab_size", 0, false);
+    const GgufTensorInfo* embd = file->FindTensor("token_embd.weight");
+    int64_t rows = n.ok() && *n > 0 ? *n : (embd && !embd->shape.empty() ? embd->shape[0] : 0);
+    StatusOr<VocabSpec> vocab = LoadVocabFromPath(options.tokenizer_path, rows);
+    if (!vocab.ok()) return vocab.status();
+    model.vocab = std::move(*vocab);
+  } else if (file->Find("tokenizer.ggml.model") != nullptr) {
+    StatusOr<VocabSpec> vocab = VocabSpecFromGguf(*file);
+    if (!vocab.ok()) return fail(vocab.status());
+    model.vocab = std::move(*vocab);
+    if (const GgufValue* v = file->Find(kPreRegexesKey); v && v->type == GgufType::kArray) {
+      model.vocab->pre_regexes = v->strings;
+    }
+    if (StatusOr<bool> b = file->GetBool(kIgnoreMergesKey); b.ok()) {
+      model.vocab->bpe_ignore_merges = *b;
+    }
+    if (StatusOr<bool> b = file->GetBool(kBpePrefixSpaceKey); b.ok()) {
+      model.vocab->bpe_add_prefix_space = *b;
+    }
+    if (const GgufValue* v = file->Find(kEogIdsKey); v && v->type == GgufType::kArray) {
+      for (int64_t id : v->ints) {
+        TokenId t = static_cast<TokenId>(id);
+        if (id >= 0 && id < static_cast<int64_t>(model.vocab->tokens.size()) &&
+            std::find(model.vocab->eog_ids.begin(), model.vocab->eog_ids.end(), t) ==
+                model.vocab->eog_ids.end()) {
+          model.vocab->eog_ids.push_back(t);
+        }
+      }
+    }
+  }
+  StatusOr<std::string> tmpl = file->GetString("tokenizer.chat_template");
+  if (tmpl.ok()) model.chat_template = *tmpl;
+
+  StatusOr<int64_t> vocab_key = get_int("vocab_size", 0, false);
+  if (!vocab_key.ok()) return fail(vocab_key.status());
+  const GgufTensorInfo* embd = file->FindTensor("token_embd.weight");
+  if (embd == nullptr) return fail(NotFoundError("tensor token_embd.weight is missing"));
+  if (embd->shape.size() != 2) {
+    return fail(InvalidArgumentError("token_embd.weight must be 2-D"));
+  }
+  c.vocab_size = *vocab_key > 0 ? *vocab_key : embd->shape[0];
+  if (model.vocab.has_value() &&
+      static_cast<int64_t>(model.vocab->tokens.size()) > c.vocab_size) {
+    return fail(InvalidArgumentError(
+        "the vocabulary has " + std::to_string(model.vocab->tokens.size()) +
+        " tokens but the model only " + std::to_string(c.vocab_size) + " embedding rows"));
+  }
+  c.tied_embeddings = file->FindTensor("output.weight") == nullptr;
+
+  if (const GgufTensorInfo* rf = file->FindTensor("rope_freqs.weight")) {
+    const int64_t rot = c.rope.rotary_dim;
+    if (rf->shape != std::vector<int64_t>{rot / 2} ) {
+      return fail(InvalidArgumentError("rope_freqs.weight must have shape [rotary_dim / 2]"));
+    }
+    StatusOr<Tensor> t = file->tensor("rope_freqs.weight");
+    if (!t.ok()) return fail(t.status());
+    StatusOr<Tensor> f32 = VectorToF32(*t, "rope_freqs.weight");
+    if (!f32.ok()) return fail(f32.status());
+    const float* f = static_cast<const float*>(f32->data);
+    std::vector<float> factors(f, f + rot / 2);
+    StatusOr<int64_t> orig = get_int("rope.scaling.original_context_length", 8192, false);
+    if (!orig.ok()) return fail(orig.status());
+    Status st = FitLlama3Scaling(factors, rot, *orig, &c.rope);
+    if (!st.ok()) return fail(st);
+  }
+  Status valid = c.Validate();
+  if (!valid.ok()) return fail(valid);
+
+  Status collected = CollectModelTensors(
+      c, [&](const std::string& n) { return file->tensor(n); }, &model.tensors);
+  if (!collected.ok()) return fail(collected);
+  if (options.progress) options.progress(model.WeightBytes(), model.WeightBytes());
+  return model;
+}
+
+namespace {
+
+// GGUF wants SentencePiece pieces with U+2581 and <0xXX> byte tokens; llama2.c tokenizer files
+// store plain text. Returns the vocabulary as GGUF readers expect it.
+VocabSpec ToGgufVocab(const VocabSpec& v) {
+  if (!v.llama2c_format) return v;
+  VocabSpec s = v;
+  s.llama2c_format = false;
+  s.model = VocabSpec::Model::kSpm;
+  s.add_space_prefix = true;
+  s.byte_fallback = true;
+  s.token_types.assign(s.tokens.size(), TokenType::kNormal);
+  if (s.unk_id == kNoToken) s.unk_id = 0;
+  if (s.bos_id == kNoToken) s.bos_id = 1;
+  if (s.eos_id == kNoToken) s.eos_id = 2;
+  for (size_t i = 0; i < s.tokens.size(); ++i) {
+    const TokenId id = static_cast<TokenId>(i);
+    if (id == s.unk_id) {
+      s.tokens[i] = "<unk>";
+      s.token_types[i] = TokenType::kUnknown;
+    } else if (id == s.bos_id) {
+      s.tokens[i] = "<s>";
+      s.token_types[i] = TokenType::kControl;
+    } else if (id == s.eos_id) {
+      s.tokens[i] = "</s>";
+      s.token_types[i] = TokenType::kControl;
+    } else if (i >= 3 && i < 259) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "<0x%02X>", static_cast<unsigned>(i - 3));
+      s.tokens[i] = buf;
+      s.token_types[i] = TokenType::kByte;
+    } else {
+      std::string out;
+      for (char ch : v.tokens[i]) {
+        if (ch == ' ') {
+          out += "\xE2\x96\x81";
+        } else {
+          out.push_back(ch);
+        }
+      }
+      s.tokens[i] = out;
+    }
+  }
+  return s;
+}
+
+const char* GgufTokenizerModel(VocabSpec::Model m) {
+  switch (m) {
+    case VocabSpec::Model::kSpm: return "llama";
+    case VocabSpec::Model::kBpe: return "gpt2";
+    case VocabSpec::Model::kWpm: return "bert";
+  }
+  return "llama";
+}
+
+// Reorders rows within each head between NeoX (x[i], x[i + rot/2]) and interleaved
+// (x[2i], x[2i+1]) pair order, as convert_hf_to_gguf.py's permute() does for Q/K.
+Tensor PermuteHeadRows(const Tensor& t, int64_t num_heads, int64_t head_dim, int64_t rotary_dim,
+                       bool to_interleaved) {
+  Tensor out = Tensor::Allocate(t.dtype, t.shape);
+  const int64_t bytes_per_row = t.num_bytes() / t.shape[0];
+  const int64_t half = rotary_dim / 2;
+  const char* src = static_cast<const char*>(t.data);
+  char* dst = static_cast<char*>(out.mutable_data());
+  std::memcpy(dst, src, static_cast<size_t>(t.num_bytes()));
+  for (int64_t h = 0; h < num_heads; ++h) {
+    const int64_t base = h * head_dim;
+    for (int64_t j = 0; j < half; ++j) {
+      for (int64_t k = 0; k < 2; ++k) {
+        const int64_t interleaved = base + 2 * j + k, neox = base + k * half + j;
+        const int64_t to = to_interleaved ? interleaved : neox;
+        const int64_t from = to_interleaved ? neox : interleaved;
+        std::memcpy(dst + to * bytes_per_row, src + from * bytes_per_row,
+                    static_cast<size_t>(bytes_per_row));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Status SaveGgufModel(const LoadedModel& model, const std::string& path) {
+  const ModelConfig& c = model.config;
+  KV_RETURN_IF_ERROR(c.Validate());
+  if (c.architecture != "llama" && c.architecture != "mistral" && c.architecture != "qwen2") {
+    return UnimplementedError("cannot save architecture '" + c.architecture + "' as GGUF");
+  }
+  // Mistral is a llama in GGUF (llama.cpp has no separate `mistral` architecture for it).
+  const std::string arch = c.architecture == "qwen2" ? "qwen2" : "llama";
+  const RopeLayout target_layout = GgufRopeLayout(arch);
+  const int64_t rot = c.rope.rotary_dim > 0 ? c.rope.rotary_dim : c.head_dim;
+  if (c.rope.scaling == RopeScalingType::kLlama3 && arch != "llama") {
+    return UnimplementedError("llama3 RoPE scaling can only be saved for llama models");
+  }
+
+  GgufWriter w;
+  std::map<DType, int64_t> elems;
+  for (const auto& [name, t] : model.tensors) {
+    if (t.shape.size() == 2) elems[t.dtype] += t.num_elements();
+  }
+  DType bulk = DType::kF32;
+  int64_t best = -1;
+  for (const auto& [d, n] : elems) {
+    if (n > best) {
+      best = n;
+      bulk = d;
+    }
+  }
+  uint32_t ftype = kFtypeAllF32;
+  switch (bulk) {
+    case DType::kF16: ftype = kFtypeMostlyF16; break;
+    case DType::kBF16: ftype = kFtypeMostlyBF16; break;
+    case DType::kQ8_0: ftype = kFtypeMostlyQ8_0; break;
+    default: break;
+  }
+  w.Set("general.architecture", GgufValue::String(arch));
+  w.Set("general.name", GgufValue::String(c.name));
+  w.Set("general.file_type", GgufValue::U32(ftype));
+  w.Set("general.alignment", GgufValue::U32(32));
+  auto u32 = [](int64_t v) { return GgufValue::U32(static_cast<uint32_t>(v)); };
+  w.Set(arch + ".vocab_size", u32(c.vocab_size));
+  w.Set(arch + ".context_length", u32(c.max_seq_len));
+  w.Set(arch + ".embedding_length", u32(c.hidden_dim));
+  w.Set(arch + ".feed_forward_length", u32(c.ffn_dim));
+  w.Set(arch + ".block_count", u32(c.num_layers));
+  w.Set(arch + ".attention.head_count", u32(c.num_heads));
+  w.Set(arch + ".attention.head_count_kv", u32(c.num_kv_heads));
+  w.Set(arch + ".attention.key_length", u32(c.head_dim));
+  w.Set(arch + ".attention.value_length", u32(c.head_dim));
+  w.Set(arch + ".rope.freq_base", GgufValue::F32(c.rope.theta));
+  w.Set(arch + ".rope.dimension_count", u32(rot));
+  w.Set(arch + ".attention.layer_norm_rms_epsilon", GgufValue::F32(c.norm_eps));
+  if (c.rope.scaling == RopeScalingType::kLinear) {
+    w.Set(arch + ".rope.scaling.type", GgufValue::String("linear"));
+    w.Set(arch + ".rope.scaling.factor", GgufValue::F32(c.rope.scaling_factor));
+  } else if (c.rope.scaling == RopeScalingType::kLlama3) {
+    w.Set(arch + ".rope.scaling.original_context_length",
+          u32(c.rope.llama3_original_max_positions));
+  }
+
+  if (model.vocab.has_value()) {
+    const VocabSpec v = ToGgufVocab(*model.vocab);
+    w.Set("tokenizer.ggml.model", GgufValue::String(GgufTokenizerModel(v.model)));
+    if (v.model == VocabSpec::Model::kBpe) {
+      w.Set("tokenizer.ggml.pre", GgufValue::String(v.pre));
+    }
+    w.Set("tokenizer.ggml.tokens", GgufValue::StringArray(v.tokens));
+    if (v.scores.size() == v.tokens.size()) {
+      w.Set("tokenizer.ggml.scores", GgufValue::F32Array(v.scores));
+    }
+    std::vector<int32_t> types(v.tokens.size(), static_cast<int32_t>(TokenType::kNormal));
+    for (size_t i = 0; i < v.token_types.size() && i < types.size(); ++i) {
+      types[i] = static_cast<int32_t>(v.token_types[i]);
+    }
+    w.Set("tokenizer.ggml.token_type", GgufValue::I32Array(types));
+    if (!v.merges.empty()) w.Set("tokenizer.ggml.merges", GgufValue::StringArray(v.merges));
+    auto set_id = [&](const char* key, TokenId id) {
+      if (id != kNoToken) w.Set(key, GgufValue::U32(static_cast<uint32_t>(id)));
+    };
+    set_id("tokenizer.ggml.bos_token_id", v.bos_id);
+    set_id("tokenizer.ggml.eos_token_id", v.eos_id);
+    set_id("tokenizer.ggml.unknown_token_id", v.unk_id);
+    set_id("tokenizer.ggml.padding_token_id", v.pad_id);
+    set_id("tokenizer.ggml.seperator_token_id", v.sep_id);  // llama.cpp's spelling
+    set_id("tokenizer.ggml.cls_token_id", v.cls_id);
+    set_id("tokenizer.ggml.mask_token_id", v.mask_id);
+    w.Set("tokenizer.ggml.add_bos_token", GgufValue::Bool(v.add_bos));
+    w.Set("tokenizer.ggml.add_eos_token", GgufValue::Bool(v.add_eos));
+    w.Set("tokenizer.ggml.add_space_prefix", GgufValue::Bool(v.add_space_prefix));
+    if (!v.eog_ids.empty()) {
+      std::vector<int32_t> eog(v.eog_ids.begin(), v.eog_ids.end());
+      w.Set(kEogIdsKey, GgufValue::I32Array(eog));
+    }
+    if (!v.pre_regexes.empty()) w.Set(kPreRegexesKey, GgufValue::StringArray(v.pre_regexes));
+    if (v.bpe_ignore_merges) w.Set(kIgnoreMergesKey, GgufValue::Bool(true));
+    if (v.bpe_add_prefix_space) w.Set(kBpePrefixSpaceKey, GgufValue::Bool(true));
+  }
+  if (!model.chat_template.empty()) {
+    w.Set("tokenizer.chat_template", GgufValue::String(model.chat_template));
+  }
+
+  // Tensors: llama.cpp names and order; Q/K rows permuted when the layouts differ.
+  std::vector<Tensor> keep_alive;
+  std::set<std::string> written;
+  auto add = [&](const std::string& name, const Tensor& t) -> Status {
+    written.insert(name);
+    return w.AddTensor(name, t);
+  };
+  std::vector<std::string> order;
+  for (const ExpectedTensor& e : ExpectedModelTensors(c)) order.push_back(e.name);
+  std::vector<std::string> front(order.begin(), order.begin() + (c.tied_embeddings ? 2 : 3));
+  for (const std::string& n : front) {
+    KV_ASSIGN_OR_RETURN(Tensor t, model.Get(n));
+    KV_RETURN_IF_ERROR(add(n, t));
+  }
+  if (c.rope.scaling == RopeScalingType::kLlama3) {
+    std::vector<float> factors = Llama3Factors(c.rope, rot);
+    Tensor t = Tensor::Allocate(DType::kF32, {static_cast<int64_t>(factors.size())});
+    std::memcpy(t.mutable_data(), factors.data(), factors.size() * sizeof(float));
+    keep_alive.push_back(t);
+    KV_RETURN_IF_ERROR(add("rope_freqs.weight", t));
+  }
+  const bool permute = c.rope.layout != target_layout;
+  for (size_t i = front.size(); i < order.size(); ++i) {
+    const std::string& n = order[i];
+    KV_ASSIGN_OR_RETURN(Tensor t, model.Get(n));
+    const bool is_q = n.find(".attn_q.") != std::string::npos;
+    const bool is_k = n.find(".attn_k.") != std::string::npos;
+    if (permute && (is_q || is_k)) {
+      t = PermuteHeadRows(t, is_q ? c.num_heads : c.num_kv_heads, c.head_dim, rot,
+                          target_layout == RopeLayout::kInterleaved);
+      keep_alive.push_back(t);
+    }
+    KV_RETURN_IF_ERROR(add(n, t));
+  }
+  for (const auto& [n, t] : model.tensors) {
+    if (!written.count(n)) KV_RETURN_IF_ERROR(add(n, t));
+  }
+  return w.Write(path);
+}
+
+}  // namespace kvserve

@@ -1,0 +1,369 @@
+// LoadHfModel: a Hugging Face model folder (config.json, model.safetensors or a sharded
+// model.safetensors.index.json, tokenizer.json, tokenizer_config.json) for LlamaForCausalLM,
+// MistralForCausalLM and Qwen2ForCausalLM. Tensors are renamed to the GGUF llama names and
+// kept as views of the mapped files (norms and biases are copied to f32). HF checkpoints
+// rotate NeoX pairs (rotate_half), so the config says RopeLayout::kNeox and nothing is
+// permuted here.
+#include <sys/stat.h>
+
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "base/logging.h"
+#include "model/model_loader.h"
+#include "model/model_tensors.h"
+#include "model/safetensors.h"
+#include "model/vocab_source.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvserve {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kMaxJsonBytes = 64ll << 20;
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+StatusOr<json> ReadJsonFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFoundError("cannot open '" + path + "'");
+  in.seekg(0, std::ios::end);
+  std::streamoff size = in.tellg();
+  if (size < 0 || size > kMaxJsonBytes) {
+    return InvalidArgumentError("'" + path + "' is too large for a JSON config");
+  }
+  in.seekg(0);
+  std::string text(static_cast<size_t>(size), '\0');
+  in.read(text.data(), size);
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgumentError("'" + path + "' is not valid JSON");
+  return j;
+}
+
+// Optional integer field: default when absent or null; error when of another type.
+StatusOr<int64_t> IntField(const json& j, const char* key, int64_t def) {
+  if (!j.contains(key) || j[key].is_null()) return def;
+  if (!j[key].is_number_integer()) {
+    return InvalidArgumentError(std::string("config.json: '") + key + "' must be an integer");
+  }
+  return j[key].get<int64_t>();
+}
+
+StatusOr<double> FloatField(const json& j, const char* key, double def) {
+  if (!j.contains(key) || j[key].is_null()) return def;
+  if (!j[key].is_number()) {
+    return InvalidArgumentError(std::string("config.json: '") + key + "' must be a number");
+  }
+  return j[key].get<double>();
+}
+
+bool BoolField(const json& j, const char* key, bool def) {
+  if (!j.contains(key) || !j[key].is_boolean()) return def;
+  return j[key].get<bool>();
+}
+
+// GGUF name -> HF name, for the tensors ExpectedModelTensors lists.
+std::string HfName(const std::string& gguf) {
+  if (gguf == "token_embd.weight") return "model.embed_tokens.weight";
+  if (gguf == "output_norm.weight") return "model.norm.weight";
+  if (gguf == "output.weight") return "lm_head.weight";
+  // blk.N.<part>
+  size_t dot = gguf.find('.', 4);
+  std::string layer = gguf.substr(4, dot - 4);
+  std::string part = gguf.substr(dot + 1);
+  static const std::pair<const char*, const char*> kParts[] = {
+      {"attn_norm.weight", "input_layernorm.weight"},
+      {"attn_q.weight", "self_attn.q_proj.weight"},
+      {"attn_k.weight", "self_attn.k_proj.weight"},
+      {"attn_v.weight", "self_attn.v_proj.weight"},
+      {"attn_q.bias", "self_attn.q_proj.bias"},
+      {"attn_k.bias", "self_attn.k_proj.bias"},
+      {"attn_v.bias", "self_attn.v_proj.bias"},
+      {"attn_output.weight", "self_attn.o_proj.weight"},
+      {"ffn_norm.weight", "post_attention_layernorm.weight"},
+      {"ffn_gate.weight", "mlp.gate_proj.weight"},
+      {"ffn_up.weight", "mlp.up_proj.weight"},
+      {"ffn_down.weight", "mlp.down_proj.weight"},
+  };
+  for (const auto& [g, h] : kParts) {
+    if (part == g) return "model.layers." + layer + "." + h;
+  }
+  return gguf;
+}
+
+// A token's id by its text, or kNoToken.
+TokenId FindToken(const VocabSpec& v, const std::string& text) {
+  for (size_t i = 0; i < v.tokens.size(); ++i) {
+    if (v.tokens[i] == text) return static_cast<TokenId>(i);
+  }
+  return kNoToken;
+}
+
+// tokenizer_config.json special tokens are a string or {"content": string}.
+std::string SpecialTokenText(const json& j) {
+  if (j.is_string()) return j.get<std::string>();
+  if (j.is_object() && j.contains("content") && j["content"].is_string()) {
+    return j["content"].get<std::string>();
+  }
+  return "";
+}
+
+Status ApplyTokenizerConfig(const json& tc, LoadedModel* model) {
+  if (tc.contains("chat_template")) {
+    const json& t = tc["chat_template"];
+    if (t.is_string()) {
+      model->chat_template = t.get<std::string>();
+    } else if (t.is_array()) {  // [{"name": "default", "template": ...}, ...]
+      for (const json& e : t) {
+        if (e.is_object() && e.value("name", "") == "default" && e.contains("template") &&
+            e["template"].is_string()) {
+          model->chat_template = e["template"].get<std::string>();
+        }
+      }
+    }
+  }
+  if (!model->vocab.has_value()) return OkStatus();
+  VocabSpec& v = *model->vocab;
+  if (tc.contains("bos_token")) {
+    TokenId id = FindToken(v, SpecialTokenText(tc["bos_token"]));
+    if (id != kNoToken) v.bos_id = id;
+  }
+  if (tc.contains("eos_token")) {
+    TokenId id = FindToken(v, SpecialTokenText(tc["eos_token"]));
+    if (id != kNoToken) v.eos_id = id;
+  }
+  if (tc.contains("pad_token")) {
+    TokenId id = FindToken(v, SpecialTokenText(tc["pad_token"]));
+    if (id != kNoToken) v.pad_id = id;
+  }
+  if (tc.contains("add_bos_token") && tc["add_bos_token"].is_boolean()) {
+    v.add_bos = tc["add_bos_token"].get<bool>();
+  }
+  if (tc.contains("add_eos_token") && tc["add_eos_token"].is_boolean()) {
+    v.add_eos = tc["add_eos_token"].get<bool>();
+  }
+  return OkStatus();
+}
+
+StatusOr<ModelConfig> ParseHfConfig(const json& j) {
+  ModelConfig c;
+  std::string arch_name;
+  if (j.contains("architectures") && j["architectures"].is_array() &&
+      !j["architectures"].empty() && j["architectures"][0].is_string()) {
+    arch_name = j["architectures"][0].get<std::string>();
+  } else if (j.contains("model_type") && j["model_type"].is_string()) {
+    arch_name = j["model_type"].get<std::string>();
+  }
+  if (arch_name == "LlamaForCausalLM" || arch_name == "llama") {
+    c.architecture = "llama";
+  } else if (arch_name == "MistralForCausalLM" || arch_name == "mistral") {
+    c.architecture = "mistral";
+  } else if (arch_name == "Qwen2ForCausalLM" || arch_name == "qwen2") {
+    c.architecture = "qwen2";
+  } else {
+    return UnimplementedError("unsupported Hugging Face architecture '" + arch_name +
+                              "' (supported: LlamaForCausalLM, MistralForCausalLM, "
+                              "Qwen2ForCausalLM)");
+  }
+  KV_ASSIGN_OR_RETURN(c.hidden_dim, IntField(j, "hidden_size", 0));
+  KV_ASSIGN_OR_RETURN(c.ffn_dim, IntField(j, "intermediate_size", 0));
+  KV_ASSIGN_OR_RETURN(c.num_layers, IntField(j, "num_hidden_layers", 0));
+  KV_ASSIGN_OR_RETURN(c.num_heads, IntField(j, "num_attention_heads", 0));
+  KV_ASSIGN_OR_RETURN(c.num_kv_heads, IntField(j, "num_key_value_heads", c.num_heads));
+  if (c.num_heads <= 0) return InvalidArgumentError("config.json: num_attention_heads must be positive");
+  KV_ASSIGN_OR_RETURN(c.head_dim, IntField(j, "head_dim", c.hidden_dim / c.num_heads));
+  KV_ASSIGN_OR_RETURN(c.vocab_size, IntField(j, "vocab_size", 0));
+  KV_ASSIGN_OR_RETURN(c.max_seq_len, IntField(j, "max_position_embeddings", 2048));
+  KV_ASSIGN_OR_RETURN(double eps, FloatField(j, "rms_norm_eps", 1e-6));
+  KV_ASSIGN_OR_RETURN(double theta, FloatField(j, "rope_theta", 10000.0));
+  c.norm_eps = static_cast<float>(eps);
+  c.rope.theta = static_cast<float>(theta);
+  c.rope.head_dim = c.head_dim;
+  c.rope.rotary_dim = c.head_dim;
+  c.rope.layout = RopeLayout::kNeox;
+  c.tied_embeddings = BoolField(j, "tie_word_embeddings", false);
+  c.qkv_bias = c.architecture == "qwen2" || BoolField(j, "attention_bias", false);
+  if (c.architecture == "mistral" && j.contains("sliding_window") &&
+      j["sliding_window"].is_number_integer()) {
+    int64_t window = j["sliding_window"].get<int64_t>();
+    if (window > 0 && window < c.max_seq_len) {
+      KV_LOG(WARNING) << "sliding-window attention is not implemented: limiting the context to "
+                      << window << " tokens so results stay exact";
+      c.max_seq_len = window;
+    }
+  }
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
+    const json& rs = j["rope_scaling"];
+    if (!rs.is_object()) return InvalidArgumentError("config.json: rope_scaling must be an object");
+    std::string type = rs.contains("rope_type") && rs["rope_type"].is_string()
+                           ? rs["rope_type"].get<std::string>()
+                           : (rs.contains("type") && rs["type"].is_string()
+                                  ? rs["type"].get<std::string>() : "");
+    KV_ASSIGN_OR_RETURN(double factor, FloatField(rs, "factor", 1.0));
+    c.rope.scaling_factor = static_cast<float>(factor);
+    if (type == "linear") {
+      c.rope.scaling = RopeScalingType::kLinear;
+    } else if (type == "llama3") {
+      c.rope.scaling = RopeScalingType::kLlama3;
+      KV_ASSIGN_OR_RETURN(double low, FloatField(rs, "low_freq_factor", 1.0));
+      KV_ASSIGN_OR_RETURN(double high, FloatField(rs, "high_freq_factor", 4.0));
+      KV_ASSIGN_OR_RETURN(c.rope.llama3_original_max_positions,
+                          IntField(rs, "original_max_position_embeddings", 8192));
+      if (!(high > low) || low <= 0.0) {
+        return InvalidArgumentError("config.json: llama3 rope_scaling needs high_freq_factor > "
+                                    "low_freq_factor > 0");
+      }
+      c.rope.llama3_low_freq_factor = static_cast<float>(low);
+      c.rope.llama3_high_freq_factor = static_cast<float>(high);
+    } else if (type == "default" || type.empty()) {
+      c.rope.scaling_factor = 1.0f;
+    } else {
+      return UnimplementedError("config.json: unsupported rope_scaling type '" + type +
+                                "' (supported: linear, llama3)");
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+StatusOr<LoadedModel> LoadHfModel(const std::string& dir, const LoadOptions& options) {
+  auto fail = [&](const Status& s) { return s.WithContext("Hugging Face model '" + dir + "'"); };
+  StatusOr<json> cfg = ReadJsonFile(dir + "/config.json");
+  if (!cfg.ok()) return fail(cfg.status());
+  if (!cfg->is_object()) return fail(InvalidArgumentError("config.json is not an object"));
+  StatusOr<ModelConfig> config = ParseHfConfig(*cfg);
+  if (!config.ok()) return fail(config.status());
+
+  LoadedModel model;
+  model.format = "hf";
+  model.path = dir;
+  model.config = std::move(*config);
+  ModelConfig& c = model.config;
+  std::string base = dir;
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  c.name = base.substr(base.find_last_of('/') + 1);
+
+  // Safetensors files: one, or shards named by the index's weight_map.
+  std::map<std::string, std::shared_ptr<SafetensorsFile>> files;  // by file name
+  std::map<std::string, std::shared_ptr<SafetensorsFile>> by_tensor;
+  const std::string index_path = dir + "/model.safetensors.index.json";
+  if (FileExists(index_path)) {
+    StatusOr<json> index = ReadJsonFile(index_path);
+    if (!index.ok()) return fail(index.status());
+    if (!index->contains("weight_map") || !(*index)["weight_map"].is_object()) {
+      return fail(InvalidArgumentError("model.safetensors.index.json has no weight_map object"));
+    }
+    for (auto it = (*index)["weight_map"].begin(); it != (*index)["weight_map"].end(); ++it) {
+      if (!it.value().is_string()) {
+        return fail(InvalidArgumentError("weight_map value for '" + it.key() +
+                                         "' is not a file name"));
+      }
+      std::string shard = it.value().get<std::string>();
+      if (shard.empty() || shard.find('/') != std::string::npos || shard == "." ||
+          shard == "..") {
+        return fail(InvalidArgumentError("weight_map names an invalid shard file '" + shard + "'"));
+      }
+      auto f = files.find(shard);
+      if (f == files.end()) {
+        StatusOr<std::unique_ptr<SafetensorsFile>> opened =
+            SafetensorsFile::Open(dir + "/" + shard);
+        if (!opened.ok()) return fail(opened.status());
+        f = files.emplace(shard, std::shared_ptr<SafetensorsFile>(std::move(*opened))).first;
+      }
+      by_tensor[it.key()] = f->second;
+    }
+  } else if (FileExists(dir + "/model.safetensors")) {
+    StatusOr<std::unique_ptr<SafetensorsFile>> opened =
+        SafetensorsFile::Open(dir + "/model.safetensors");
+    if (!opened.ok()) return fail(opened.status());
+    std::shared_ptr<SafetensorsFile> f(std::move(*opened));
+    for (const auto& [name, info] : f->tensors()) by_tensor[name] = f;
+  } else {
+    return fail(NotFoundError(
+        "no model.safetensors or model.safetensors.index.json (PyTorch .bin checkpoints are "
+        "not supported)"));
+  }
+  auto lookup = [&](const std::string& gguf_name) -> StatusOr<Tensor> {
+    const std::string hf = HfName(gguf_name);
+    auto it = by_tensor.find(hf);
+    if (it == by_tensor.end()) return NotFoundError("tensor " + hf + " is missing");
+    return it->second->tensor(hf);
+  };
+  if (!c.tied_embeddings && by_tensor.count("lm_head.weight") == 0) {
+    KV_LOG(WARNING) << "no lm_head.weight: using the tied token embeddings for the output";
+    c.tied_embeddings = true;
+  }
+  for (const char* unsupported : {"self_attn.o_proj.bias", "mlp.down_proj.bias"}) {
+    if (by_tensor.count(std::string("model.layers.0.") + unsupported)) {
+      return fail(UnimplementedError(std::string("biases on ") + unsupported +
+                                     " are not supported"));
+    }
+  }
+  if (c.vocab_size <= 0) {
+    if (auto it = by_tensor.find("model.embed_tokens.weight"); it != by_tensor.end()) {
+      const SafetensorsTensorInfo* info = it->second->FindTensor("model.embed_tokens.weight");
+      if (info && info->shape.size() == 2) c.vocab_size = info->shape[0];
+    }
+  }
+  Status valid = c.Validate();
+  if (!valid.ok()) return fail(valid);
+  Status collected = CollectModelTensors(c, lookup, &model.tensors);
+  if (!collected.ok()) return fail(collected);
+
+  // Tokenizer.
+  if (!options.tokenizer_path.empty()) {
+    StatusOr<VocabSpec> v = LoadVocabFromPath(options.tokenizer_path, c.vocab_size);
+    if (!v.ok()) return v.status();
+    model.vocab = std::move(*v);
+  } else if (FileExists(dir + "/tokenizer.json")) {
+    StatusOr<VocabSpec> v = LoadHfTokenizerJson(dir + "/tokenizer.json");
+    if (!v.ok()) return fail(v.status());
+    model.vocab = std::move(*v);
+  }
+  if (FileExists(dir + "/tokenizer_config.json")) {
+    StatusOr<json> tc = ReadJsonFile(dir + "/tokenizer_config.json");
+    if (!tc.ok()) return fail(tc.status());
+    if (tc->is_object()) KV_RETURN_IF_ERROR(ApplyTokenizerConfig(*tc, &model));
+  }
+  if (model.vocab.has_value() && FileExists(dir + "/generation_config.json")) {
+    StatusOr<json> gc = ReadJsonFile(dir + "/generation_config.json");
+    if (gc.ok() && gc->is_object() && gc->contains("eos_token_id")) {
+      const json& e = (*gc)["eos_token_id"];
+      std::vector<int64_t> ids;
+      if (e.is_number_integer()) ids.push_back(e.get<int64_t>());
+      if (e.is_array()) {
+        for (const json& x : e) {
+          if (x.is_number_integer()) ids.push_back(x.get<int64_t>());
+        }
+      }
+      VocabSpec& v = *model.vocab;
+      for (int64_t id : ids) {
+        if (id < 0 || id >= static_cast<int64_t>(v.tokens.size())) continue;
+        TokenId t = static_cast<TokenId>(id);
+        if (v.eos_id == kNoToken) v.eos_id = t;
+        if (t != v.eos_id && std::find(v.eog_ids.begin(), v.eog_ids.end(), t) == v.eog_ids.end()) {
+          v.eog_ids.push_back(t);
+        }
+      }
+    }
+  }
+  if (model.vocab.has_value() &&
+      static_cast<int64_t>(model.vocab->tokens.size()) > c.vocab_size) {
+    return fail(InvalidArgumentError("the tokenizer has " +
+                                     std::to_string(model.vocab->tokens.size()) +
+                                     " tokens but the model only " +
+                                     std::to_string(c.vocab_size) + " embedding rows"));
+  }
+  if (options.progress) options.progress(model.WeightBytes(), model.WeightBytes());
+  return model;
+}
+
+}  // namespace kvserve

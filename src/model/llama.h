@@ -1,0 +1,107 @@
+// LlamaModel: the forward pass of Llama-family decoders (Llama 1/2/3, Mistral, Qwen2 with
+// qkv bias; MHA and GQA) over a dense per-sequence KV cache, on the CPU kernels.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "model/model_loader.h"
+#include "tokenizer/vocab_spec.h"
+
+namespace kvserve {
+
+// Dense per-sequence KV cache: for K and V, [num_layers][max_tokens][num_kv_heads * head_dim]
+// float32. Owns its storage (allocated once at creation). Not thread-safe.
+// Invariant: 0 <= num_tokens() <= max_tokens(); rows [0, num_tokens) of every layer hold the
+// keys/values of positions 0 .. num_tokens - 1 (keys already rotated by RoPE).
+class DenseKvCache {
+ public:
+  DenseKvCache(int64_t num_layers, int64_t max_tokens, int64_t kv_dim);
+
+  int64_t num_tokens() const { return num_tokens_; }
+  int64_t max_tokens() const { return max_tokens_; }
+  int64_t num_layers() const { return num_layers_; }
+  int64_t kv_dim() const { return kv_dim_; }
+  // Forgets every position (storage is kept).
+  void Clear() { num_tokens_ = 0; }
+  // Forgets positions >= num_tokens (to re-run a suffix); num_tokens must not exceed the
+  // current count.
+  void Truncate(int64_t num_tokens);
+
+  // [max_tokens, kv_dim] rows of one layer.
+  float* k(int64_t layer) { return k_.data() + layer * max_tokens_ * kv_dim_; }
+  float* v(int64_t layer) { return v_.data() + layer * max_tokens_ * kv_dim_; }
+  const float* k(int64_t layer) const { return k_.data() + layer * max_tokens_ * kv_dim_; }
+  const float* v(int64_t layer) const { return v_.data() + layer * max_tokens_ * kv_dim_; }
+
+ private:
+  friend class LlamaModel;
+  int64_t num_layers_;
+  int64_t max_tokens_;
+  int64_t kv_dim_;
+  int64_t num_tokens_ = 0;
+  std::vector<float> k_;
+  std::vector<float> v_;
+};
+
+// Owns the loaded weights (a LoadedModel) and a scratch workspace that grows to the largest
+// batch seen (so decode steps allocate nothing). Not thread-safe: one Forward at a time;
+// separate sequences use separate caches.
+class LlamaModel {
+ public:
+  // Checks every tensor's presence, shape and dtype against the config; Status on mismatch.
+  static StatusOr<std::unique_ptr<LlamaModel>> Create(LoadedModel model);
+
+  const ModelConfig& config() const { return model_.config; }
+  const LoadedModel& loaded() const { return model_; }
+  std::unique_ptr<DenseKvCache> NewCache(int64_t max_tokens) const;
+
+  // Runs `tokens` at positions cache->num_tokens() ... as one batch and appends their K/V.
+  // Writes vocab_size logits for the last token to `logits` (or for every token, row-major
+  // [tokens.size(), vocab_size], if all_logits). Errors (Status) when `tokens` is empty, the
+  // cache would overflow, the cache has another geometry, or a token id is out of range; the
+  // cache is unchanged then.
+  Status Forward(const std::vector<TokenId>& tokens, DenseKvCache* cache, ThreadPool* pool,
+                 float* logits, bool all_logits = false);
+
+ private:
+  struct Layer {
+    const Tensor* attn_norm = nullptr;
+    const Tensor* wq = nullptr;
+    const Tensor* wk = nullptr;
+    const Tensor* wv = nullptr;
+    const Tensor* wo = nullptr;
+    const Tensor* ffn_norm = nullptr;
+    const Tensor* w_gate = nullptr;
+    const Tensor* w_up = nullptr;
+    const Tensor* w_down = nullptr;
+    // Float32 copies of the small vectors (norm weights and biases may be stored as f16/bf16).
+    std::vector<float> attn_norm_f32, ffn_norm_f32;
+    std::vector<float> q_bias, k_bias, v_bias;  // empty without qkv_bias
+  };
+
+  explicit LlamaModel(LoadedModel model) : model_(std::move(model)) {}
+  Status Init();
+  void EnsureWorkspace(int64_t num_tokens);
+
+  LoadedModel model_;
+  std::vector<Layer> layers_;
+  const Tensor* token_embd_ = nullptr;
+  const Tensor* output_ = nullptr;  // output.weight, or token_embd when tied
+  std::vector<float> output_norm_f32_;
+  std::vector<float> inv_freqs_;
+
+  // Workspace, sized for `workspace_tokens_` rows.
+  int64_t workspace_tokens_ = 0;
+  std::vector<float> x_;       // [n, hidden] residual stream
+  std::vector<float> xb_;      // [n, hidden] normed input / attention projection output
+  std::vector<float> q_;       // [n, heads * head_dim]
+  std::vector<float> attn_;    // [n, heads * head_dim]
+  std::vector<float> gate_;    // [n, ffn]
+  std::vector<float> up_;      // [n, ffn]
+};
+
+}  // namespace kvserve

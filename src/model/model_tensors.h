@@ -1,0 +1,35 @@
+// The tensors a ModelConfig implies (GGUF llama names, llama.cpp order) and their validation,
+// shared by the GGUF and Hugging Face loaders and the GGUF writer.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "model/model_config.h"
+#include "tensor/tensor.h"
+
+namespace kvserve {
+
+struct ExpectedTensor {
+  std::string name;
+  std::vector<int64_t> shape;  // outermost first
+  bool vector = false;         // norm or bias: stored as f32 in LoadedModel
+};
+
+// token_embd, output_norm, output (unless tied), then blk.N.{attn_norm, attn_q, attn_k,
+// attn_v, [attn_q/k/v.bias], attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down}.
+std::vector<ExpectedTensor> ExpectedModelTensors(const ModelConfig& config);
+
+// Fills `out` with every tensor `config` needs, obtained from `lookup`, after checking its
+// shape and dtype (f32, f16, bf16, q8_0); norms and biases are converted to f32 (a small copy).
+Status CollectModelTensors(const ModelConfig& config,
+                           const std::function<StatusOr<Tensor>(const std::string&)>& lookup,
+                           std::map<std::string, Tensor>* out);
+
+// A 1-D f16/bf16 tensor copied to f32 (f32 returned as is); other dtypes are refused.
+StatusOr<Tensor> VectorToF32(const Tensor& t, const std::string& name);
+
+}  // namespace kvserve

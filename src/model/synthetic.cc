@@ -1,0 +1,408 @@
+#include "model/synthetic.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <map>
+#include <set>
+#include <unordered_set>
+
+#include "base/check.h"
+#include "base/thread_pool.h"
+#include "model/model_tensors.h"
+#include "tokenizer/bpe.h"
+
+namespace kvserve {
+namespace {
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t Fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+// Small fast generator (splitmix64 sequence); deterministic and cheap to seed per row.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed) {}
+  uint64_t Next() {
+    state_ += 0x9e3779b97f4a7c15ull;
+    uint64_t z = state_;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, 1).
+  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+  // n uniform values in [-amp, amp).
+  void FillUniform(float* out, int64_t n, float amp) {
+    const float scale = 2.0f * amp * 0x1.0p-24f;
+    int64_t i = 0;
+    for (; i + 1 < n; i += 2) {
+      uint64_t r = Next();
+      out[i] = static_cast<float>(r & 0xffffff) * scale - amp;
+      out[i + 1] = static_cast<float>((r >> 32) & 0xffffff) * scale - amp;
+    }
+    if (i < n) out[i] = static_cast<float>(Next() & 0xffffff) * scale - amp;
+  }
+
+ private:
+  uint64_t state_;
+};
+
+ModelConfig BaseConfig(const std::string& name, const std::string& arch) {
+  ModelConfig c;
+  c.name = name;
+  c.architecture = arch;
+  c.rope.layout = arch == "qwen2" ? RopeLayout::kNeox : RopeLayout::kInterleaved;
+  c.qkv_bias = arch == "qwen2";
+  return c;
+}
+
+void FinishConfig(ModelConfig* c) {
+  if (c->head_dim == 0) c->head_dim = c->hidden_dim / c->num_heads;
+  c->rope.head_dim = c->head_dim;
+  c->rope.rotary_dim = c->head_dim;
+}
+
+// Our own sample of plain English for the first merges of the synthetic vocabulary.
+constexpr char kSyntheticCorpus[] =
+    "once upon a time there was a little girl who lived in a small house near the forest "
+    "every morning she went outside to play with her dog and they ran through the green "
+    "grass until the sun was high in the sky one day she found a shiny stone under an old "
+    "tree and she wanted to show it to her mother so she ran back home as fast as she could "
+    "her mother smiled and said that is a very pretty stone you should keep it in a safe "
+    "place the girl was happy and she put the stone in a box next to her bed that night she "
+    "dreamed about the forest and the tree and all the things she would find the next day "
+    "the server reads the model and the tokens then it writes the answer for each request "
+    "people like to learn new things because they want to understand the world around them "
+    "when it is cold outside we stay inside and read books or talk with our friends";
+
+// Like Tensor::Allocate but without zero-filling (every byte is written right after): one
+// pass over the memory instead of two for multi-gigabyte models.
+Tensor AllocateUninitialized(DType dtype, std::vector<int64_t> shape) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  size_t bytes = static_cast<size_t>((t.num_bytes() + 63) / 64 * 64);
+  void* p = std::aligned_alloc(64, bytes == 0 ? 64 : bytes);
+  KV_CHECK(p != nullptr) << "out of memory allocating " << bytes << " bytes";
+  t.owner = std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });
+  t.data = p;
+  return t;
+}
+
+// Which byte strings may become merged tokens: an optional leading space and lowercase letters.
+bool IsWordish(const std::string& bytes) {
+  size_t i = 0;
+  if (!bytes.empty() && bytes[0] == ' ') i = 1;
+  if (i == bytes.size()) return i == 1;  // " " alone
+  for (; i < bytes.size(); ++i) {
+    if (bytes[i] < 'a' || bytes[i] > 'z') return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::string> SyntheticPresetNames() {
+  return {"tiny", "smollm2-135m", "qwen2.5-0.5b", "llama-3.2-1b"};
+}
+
+StatusOr<ModelConfig> SyntheticPresetConfig(const std::string& preset) {
+  ModelConfig c;
+  if (preset == "tiny") {
+    c = BaseConfig("tiny", "llama");
+    c.vocab_size = 512;
+    c.hidden_dim = 128;
+    c.ffn_dim = 352;
+    c.num_layers = 4;
+    c.num_heads = 4;
+    c.num_kv_heads = 2;
+    c.max_seq_len = 2048;
+    c.rope.theta = 10000.0f;
+    c.norm_eps = 1e-5f;
+    c.tied_embeddings = false;
+  } else if (preset == "smollm2-135m") {  // HuggingFaceTB/SmolLM2-135M config.json
+    c = BaseConfig("SmolLM2-135M", "llama");
+    c.vocab_size = 49152;
+    c.hidden_dim = 576;
+    c.ffn_dim = 1536;
+    c.num_layers = 30;
+    c.num_heads = 9;
+    c.num_kv_heads = 3;
+    c.head_dim = 64;
+    c.max_seq_len = 8192;
+    c.rope.theta = 100000.0f;
+    c.norm_eps = 1e-5f;
+    c.tied_embeddings = true;
+  } else if (preset == "qwen2.5-0.5b") {  // Qwen/Qwen2.5-0.5B config.json
+    c = BaseConfig("Qwen2.5-0.5B", "qwen2");
+    c.vocab_size = 151936;
+    c.hidden_dim = 896;
+    c.ffn_dim = 4864;
+    c.num_layers = 24;
+    c.num_heads = 14;
+    c.num_kv_heads = 2;
+    c.max_seq_len = 32768;
+    c.rope.theta = 1000000.0f;
+    c.norm_eps = 1e-6f;
+    c.tied_embeddings = true;
+  } else if (preset == "llama-3.2-1b") {  // meta-llama/Llama-3.2-1B config.json
+    c = BaseConfig("Llama-3.2-1B", "llama");
+    c.vocab_size = 128256;
+    c.hidden_dim = 2048;
+    c.ffn_dim = 8192;
+    c.num_layers = 16;
+    c.num_heads = 32;
+    c.num_kv_heads = 8;
+    c.head_dim = 64;
+    c.max_seq_len = 131072;
+    c.rope.theta = 500000.0f;
+    c.rope.scaling = RopeScalingType::kLlama3;
+    c.rope.scaling_factor = 32.0f;
+    c.rope.llama3_low_freq_factor = 1.0f;
+    c.rope.llama3_high_freq_factor = 4.0f;
+    c.rope.llama3_original_max_positions = 8192;
+    c.norm_eps = 1e-5f;
+    c.tied_embeddings = true;
+  } else {
+    std::string names;
+    for (const auto& n : SyntheticPresetNames()) names += (names.empty() ? "" : ", ") + n;
+    return InvalidArgumentError("unknown synthetic preset '" + preset + "' (known: " + names +
+                                ")");
+  }
+  FinishConfig(&c);
+  return c;
+}
+
+StatusOr<VocabSpec> MakeSyntheticVocab(int64_t vocab_size, uint64_t seed) {
+  if (vocab_size < 258 || vocab_size > (1 << 24)) {
+    return InvalidArgumentError("synthetic vocabulary size must be in [258, 2^24], got " +
+                                std::to_string(vocab_size));
+  }
+  VocabSpec spec;
+  spec.model = VocabSpec::Model::kBpe;
+  spec.pre = "gpt-2";
+  spec.add_bos = false;
+  spec.add_eos = false;
+  spec.add_space_prefix = false;
+  spec.byte_fallback = false;
+  std::vector<std::string> bytes_of;  // raw bytes of each token
+  std::unordered_set<std::string> seen;
+  for (int b = 0; b < 256; ++b) {
+    std::string raw(1, static_cast<char>(b));
+    bytes_of.push_back(raw);
+    seen.insert(raw);
+    spec.tokens.push_back(ByteLevelEncode(raw));
+  }
+  // Pools of tokens that may be merged: words (no leading space) as right parts, anything
+  // word-like as left parts. Letters come in English frequency order and tokens are picked
+  // with a bias toward the front of each pool.
+  std::vector<int32_t> left_pool;
+  std::vector<int32_t> right_pool;
+  left_pool.push_back(' ');
+  for (char ch : std::string("etaoinshrdlcumwfgypbvkjxqz")) {
+    left_pool.push_back(static_cast<unsigned char>(ch));
+    right_pool.push_back(static_cast<unsigned char>(ch));
+  }
+  auto add_token = [&](int32_t l, int32_t r) {
+    const std::string raw = bytes_of[l] + bytes_of[r];
+    const int32_t id = static_cast<int32_t>(bytes_of.size());
+    bytes_of.push_back(raw);
+    spec.merges.push_back(spec.tokens[l] + " " + spec.tokens[r]);
+    spec.tokens.push_back(ByteLevelEncode(raw));
+    if (IsWordish(raw)) {
+      left_pool.push_back(id);
+      if (raw[0] != ' ') right_pool.push_back(id);
+    }
+  };
+  const int64_t num_merges = vocab_size - 257;
+  // First merges: byte-pair training on a small built-in English sample, so that ordinary
+  // text compresses like it would with a real vocabulary.
+  {
+    std::vector<std::vector<int32_t>> words;
+    std::string word;
+    for (char ch : std::string(kSyntheticCorpus) + " ") {
+      if (ch >= 'a' && ch <= 'z') {
+        word.push_back(ch);
+      } else if (!word.empty()) {
+        std::vector<int32_t> w = {' '};
+        for (char x : word) w.push_back(static_cast<unsigned char>(x));
+        words.push_back(std::move(w));
+        word.clear();
+      }
+    }
+    std::set<std::pair<int32_t, int32_t>> banned;  // pairs whose text already is a token
+    while (static_cast<int64_t>(spec.merges.size()) < num_merges) {
+      std::map<std::pair<int32_t, int32_t>, int> counts;
+      for (const auto& w : words) {
+        for (size_t i = 0; i + 1 < w.size(); ++i) ++counts[{w[i], w[i + 1]}];
+      }
+      std::pair<int32_t, int32_t> best{-1, -1};
+      int best_count = 1;
+      for (const auto& [pair, count] : counts) {
+        if (count > best_count && !banned.count(pair)) {
+          best = pair;
+          best_count = count;
+        }
+      }
+      if (best.first < 0) break;
+      const int32_t id = static_cast<int32_t>(bytes_of.size());
+      if (!seen.insert(bytes_of[best.first] + bytes_of[best.second]).second) {
+        banned.insert(best);
+        continue;
+      }
+      add_token(best.first, best.second);
+      for (auto& w : words) {
+        std::vector<int32_t> merged;
+        for (size_t i = 0; i < w.size(); ++i) {
+          if (i + 1 < w.size() && w[i] == best.first && w[i + 1] == best.second) {
+            merged.push_back(id);
+            ++i;
+          } else {
+            merged.push_back(w[i]);
+          }
+        }
+        w = std::move(merged);
+      }
+    }
+  }
+  Rng rng(SplitMix64(seed ^ 0x766f636162ull));
+  int64_t failures = 0;
+  while (static_cast<int64_t>(spec.merges.size()) < num_merges) {
+    double u = rng.Uniform();
+    double v = rng.Uniform();
+    // Mostly biased toward early (frequent, short) tokens; sometimes uniform so that late
+    // merges do not keep hitting pairs that already exist.
+    if (failures % 2 == 1) {
+      u = std::sqrt(u);
+      v = std::sqrt(v);
+    }
+    int32_t l = left_pool[static_cast<size_t>(u * u * static_cast<double>(left_pool.size()))];
+    int32_t r = right_pool[static_cast<size_t>(v * v * static_cast<double>(right_pool.size()))];
+    std::string raw = bytes_of[l] + bytes_of[r];
+    if (raw.size() > 16 || !seen.insert(raw).second) {
+      KV_CHECK(++failures < (int64_t{1} << 28)) << "synthetic vocabulary generation stuck";
+      continue;
+    }
+    add_token(l, r);
+  }
+  spec.token_types.assign(spec.tokens.size(), TokenType::kNormal);
+  spec.tokens.push_back("<|endoftext|>");
+  spec.token_types.push_back(TokenType::kControl);
+  spec.bos_id = spec.eos_id = static_cast<TokenId>(spec.tokens.size() - 1);
+  return spec;
+}
+
+StatusOr<LoadedModel> MakeSyntheticModel(const SyntheticModelOptions& options,
+                                         const std::function<void(int64_t, int64_t)>& progress) {
+  KV_ASSIGN_OR_RETURN(ModelConfig config, SyntheticPresetConfig(options.preset));
+  const DType wtype = options.dtype;
+  if (wtype != DType::kF32 && wtype != DType::kF16 && wtype != DType::kBF16 &&
+      wtype != DType::kQ8_0) {
+    return InvalidArgumentError(std::string("synthetic models support f32, f16, bf16 and q8_0 "
+                                            "weights, not ") + DTypeName(wtype));
+  }
+  LoadedModel model;
+  if (options.vocab.has_value()) {
+    if (options.vocab->tokens.empty()) {
+      return InvalidArgumentError("the vocabulary given for the synthetic model is empty");
+    }
+    model.vocab = *options.vocab;
+    config.vocab_size = static_cast<int64_t>(options.vocab->tokens.size());
+  } else {
+    KV_ASSIGN_OR_RETURN(model.vocab, MakeSyntheticVocab(config.vocab_size, options.seed));
+  }
+  model.format = "synthetic";
+  model.path = "synthetic:" + options.preset;
+  config.name += " (synthetic)";
+
+  // Tensors in llama.cpp order; kind 0 = matrix (options.dtype), 1 = norm, 2 = bias (f32).
+  struct Spec {
+    std::string name;
+    std::vector<int64_t> shape;
+    int kind;
+  };
+  std::vector<Spec> specs;
+  for (const ExpectedTensor& e : ExpectedModelTensors(config)) {
+    int kind = !e.vector ? 0 : (e.name.find(".bias") != std::string::npos ? 2 : 1);
+    specs.push_back({e.name, e.shape, kind});
+  }
+  int64_t total_bytes = 0;
+  for (const Spec& s : specs) {
+    DType dt = s.kind == 0 ? wtype : DType::kF32;
+    if (s.shape.back() % DTypeBlockElems(dt) != 0) {
+      return InvalidArgumentError("tensor " + s.name + " has rows of " +
+                                  std::to_string(s.shape.back()) + " values, not a multiple of " +
+                                  std::to_string(DTypeBlockElems(dt)) + " as " + DTypeName(dt) +
+                                  " needs");
+    }
+    total_bytes += DTypeRowBytes(dt, s.shape.back()) * (s.shape.size() > 1 ? s.shape[0] : 1);
+  }
+
+  // Uniform in [-a, a) has std a / sqrt(3): a = 0.02 * sqrt(3) gives std 0.02.
+  const float amp = 0.02f * std::sqrt(3.0f);
+  ThreadPool pool(std::clamp(ThreadPool::HardwareThreads(), 1, 16));
+  const uint64_t seed = SplitMix64(options.seed);
+  int64_t done_bytes = 0;
+  for (const Spec& s : specs) {
+    DType dt = s.kind == 0 ? wtype : DType::kF32;
+    Tensor t = AllocateUninitialized(dt, s.shape);
+    if (s.kind == 1) {
+      float* w = static_cast<float*>(t.mutable_data());
+      std::fill(w, w + t.num_elements(), 1.0f);
+    } else {
+      const uint64_t tensor_seed = SplitMix64(seed ^ Fnv1a(s.name));
+      const int64_t cols = t.cols();
+      pool.ParallelFor(t.rows(), std::max<int64_t>(1, 16384 / cols), [&](int64_t b, int64_t e) {
+        std::vector<float> row(static_cast<size_t>(cols));
+        for (int64_t r = b; r < e; ++r) {
+          Rng rng(SplitMix64(tensor_seed + static_cast<uint64_t>(r) * 0x9e3779b97f4a7c15ull));
+          if (dt == DType::kQ8_0) {
+            // Quantized uniform values directly: int8 uniform in [-127, 127], scale amp / 127.
+            BlockQ8_0* blocks = static_cast<BlockQ8_0*>(const_cast<void*>(t.row(r)));
+            const uint16_t d = Fp32ToFp16(amp / 127.0f);
+            for (int64_t i = 0; i < cols / kQ8_0BlockElems; ++i) {
+              blocks[i].d = d;
+              for (int j = 0; j < kQ8_0BlockElems; j += 8) {
+                uint64_t bits = rng.Next();
+                for (int k = 0; k < 8; ++k) {
+                  blocks[i].qs[j + k] =
+                      static_cast<int8_t>(static_cast<int>(((bits >> (8 * k)) & 0xff) * 255 >> 8) - 127);
+                }
+              }
+            }
+            continue;
+          }
+          rng.FillUniform(row.data(), cols, amp);
+          QuantizeRow(dt, row.data(), const_cast<void*>(t.row(r)), cols);
+        }
+      });
+    }
+    done_bytes += t.num_bytes();
+    model.tensors.emplace(s.name, std::move(t));
+    if (progress) progress(done_bytes, total_bytes);
+  }
+  model.config = std::move(config);
+  return model;
+}
+
+LoadedModel MakeBuiltinDefaultModel() {
+  StatusOr<LoadedModel> model = MakeSyntheticModel(SyntheticModelOptions{});
+  KV_CHECK(model.ok()) << model.status().ToString();
+  model->format = "builtin";
+  model->path = "builtin";
+  model->config.name = "builtin-tiny (random weights)";
+  return std::move(model).value();
+}
+
+}  // namespace kvserve

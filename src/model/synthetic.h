@@ -1,0 +1,50 @@
+// Synthetic models: random weights in the exact shapes of real models (for benchmarks and
+// tests without downloads), plus the small built-in default model.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "model/model_config.h"
+#include "model/model_loader.h"
+#include "tensor/dtype.h"
+#include "tokenizer/vocab_spec.h"
+
+namespace kvserve {
+
+struct SyntheticModelOptions {
+  std::string preset = "tiny";
+  DType dtype = DType::kF32;  // f32, f16, bf16 or q8_0 for the weight matrices
+  uint64_t seed = 0;
+  std::optional<VocabSpec> vocab;  // replaces the synthetic vocabulary (and the vocab size)
+};
+
+// "tiny", "smollm2-135m", "qwen2.5-0.5b", "llama-3.2-1b".
+std::vector<std::string> SyntheticPresetNames();
+// The preset's configuration (as in the real model's config.json); unknown names give
+// InvalidArgument listing the known ones.
+StatusOr<ModelConfig> SyntheticPresetConfig(const std::string& preset);
+
+// Random-weight model of the preset's shape, deterministic in `seed` (independent of the
+// thread count). Matrices use `options.dtype`; norms stay f32 (as llama.cpp does), Qwen2
+// biases too. Values are uniform with std 0.02 (norm weights 1.0), so activations stay finite
+// through all layers. Each row is generated and converted directly into the target storage:
+// no full f32 copy of a big tensor exists when the target dtype is smaller.
+// Without options.vocab, builds a synthetic byte-level BPE vocabulary of the preset's
+// vocab_size (256 byte tokens, deterministic merges of earlier tokens, <|endoftext|> as
+// BOS/EOS) so that any text round-trips. `progress` gets (bytes done, bytes total).
+StatusOr<LoadedModel> MakeSyntheticModel(
+    const SyntheticModelOptions& options,
+    const std::function<void(int64_t, int64_t)>& progress = nullptr);
+
+// The byte-level BPE vocabulary MakeSyntheticModel builds (vocab_size >= 258).
+StatusOr<VocabSpec> MakeSyntheticVocab(int64_t vocab_size, uint64_t seed);
+
+// The model used when no --model is given: the "tiny" preset, f32, seed 0, format "builtin".
+LoadedModel MakeBuiltinDefaultModel();
+
+}  // namespace kvserve

@@ -1,0 +1,186 @@
+// End-to-end oracle for the forward pass: stories260K (a real trained Llama model in llama2.c
+// format) must reproduce the greedy token ids of greedy_reference.json exactly, under llama2.c
+// run.c semantics. Also measures the Q8_0 export's top-1 agreement with the f32 model, and
+// checks that a GGUF round trip gives identical greedy tokens.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "model/llama.h"
+#include "model/model_loader.h"
+
+namespace kvserve {
+namespace {
+
+constexpr TokenId kBos = 1;
+
+std::string StoriesDir() { return std::string(KVSERVE_ASSETS_DIR) + "/models/stories260K"; }
+
+struct Case {
+  std::vector<TokenId> prompt;  // with BOS
+  int64_t steps = 0;
+  std::vector<TokenId> ids_after_bos;
+};
+
+std::vector<Case> LoadCases() {
+  std::ifstream in(StoriesDir() + "/greedy_reference.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  std::vector<Case> cases;
+  for (const auto& c : j.at("cases")) {
+    Case x;
+    x.prompt = c.at("prompt_ids_with_bos").get<std::vector<TokenId>>();
+    x.steps = c.at("steps").get<int64_t>();
+    x.ids_after_bos = c.at("ids_after_bos").get<std::vector<TokenId>>();
+    cases.push_back(std::move(x));
+  }
+  return cases;
+}
+
+TokenId Argmax(const float* x, int64_t n) {
+  return static_cast<TokenId>(std::max_element(x, x + n) - x);  // first maximum, as run.c
+}
+
+std::unique_ptr<LlamaModel> Load(const std::string& file) {
+  LoadOptions options;
+  auto loaded = LoadModel(StoriesDir() + "/" + file, options);
+  EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
+  if (!loaded.ok()) return nullptr;
+  auto model = LlamaModel::Create(std::move(loaded).value());
+  EXPECT_TRUE(model.ok()) << model.status().ToString();
+  return model.ok() ? std::move(model).value() : nullptr;
+}
+
+// run.c: position 0 is BOS; prompt tokens are forced; then greedy; stop when BOS is sampled;
+// `steps` positions in all. With batch_prompt, the whole prompt is one Forward call.
+std::vector<TokenId> Generate(LlamaModel* model, const Case& c, bool batch_prompt,
+                              ThreadPool* pool) {
+  const int64_t V = model->config().vocab_size;
+  std::vector<float> logits(V);
+  auto cache = model->NewCache(c.steps);
+  std::vector<TokenId> out;
+  int64_t pos = 0;
+  TokenId token = c.prompt[0];
+  const int64_t num_prompt = static_cast<int64_t>(c.prompt.size());
+  if (batch_prompt && num_prompt > 1 && c.steps >= num_prompt) {
+    EXPECT_TRUE(model->Forward(c.prompt, cache.get(), pool, logits.data()).ok());
+    out.insert(out.end(), c.prompt.begin() + 1, c.prompt.end());
+    pos = num_prompt - 1;
+    token = Argmax(logits.data(), V);
+    if (token == kBos) return out;
+    out.push_back(token);
+    ++pos;
+  }
+  while (pos < c.steps) {
+    Status s = model->Forward({token}, cache.get(), pool, logits.data());
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    if (!s.ok()) break;
+    TokenId next = pos + 1 < num_prompt ? c.prompt[pos + 1] : Argmax(logits.data(), V);
+    ++pos;
+    if (next == kBos) break;
+    out.push_back(next);
+    token = next;
+  }
+  return out;
+}
+
+class StoriesGreedyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(StoriesDir() + "/stories260K.bin") ||
+        !std::filesystem::exists(StoriesDir() + "/greedy_reference.json")) {
+      GTEST_SKIP() << "stories260K assets not found under " << StoriesDir()
+                   << " (shared/assets absent)";
+    }
+    cases_ = LoadCases();
+    ASSERT_FALSE(cases_.empty());
+  }
+  std::vector<Case> cases_;
+};
+
+TEST_F(StoriesGreedyTest, F32TokenByTokenMatchesReference) {
+  auto model = Load("stories260K.bin");
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(model->loaded().format, "llama2c");
+  EXPECT_TRUE(model->loaded().vocab.has_value()) << "tok512.bin beside the model not attached";
+  for (size_t i = 0; i < cases_.size(); ++i) {
+    EXPECT_EQ(Generate(model.get(), cases_[i], false, nullptr), cases_[i].ids_after_bos)
+        << "case " << i;
+  }
+}
+
+TEST_F(StoriesGreedyTest, F32BatchedPromptMatchesReference) {
+  auto model = Load("stories260K.bin");
+  ASSERT_NE(model, nullptr);
+  ThreadPool pool(2);
+  for (size_t i = 0; i < cases_.size(); ++i) {
+    EXPECT_EQ(Generate(model.get(), cases_[i], true, &pool), cases_[i].ids_after_bos)
+        << "case " << i;
+  }
+}
+
+// Teacher-forced on the f32 reference sequence: the fraction of positions whose argmax under
+// the Q8_0 export equals the f32 model's argmax.
+TEST_F(StoriesGreedyTest, Q80TopOneAgreementWithF32) {
+  if (!std::filesystem::exists(StoriesDir() + "/stories260K_q80.bin")) {
+    GTEST_SKIP() << "stories260K_q80.bin not found";
+  }
+  auto f32 = Load("stories260K.bin");
+  auto q80 = Load("stories260K_q80.bin");
+  ASSERT_NE(f32, nullptr);
+  ASSERT_NE(q80, nullptr);
+  EXPECT_EQ(q80->loaded().format, "llama2c-q80");
+  const int64_t V = f32->config().vocab_size;
+  int64_t agree = 0, total = 0;
+  for (const Case& c : cases_) {
+    std::vector<TokenId> seq = {kBos};
+    seq.insert(seq.end(), c.ids_after_bos.begin(), c.ids_after_bos.end());
+    seq.pop_back();  // the last id is produced, never fed
+    const int64_t n = static_cast<int64_t>(seq.size());
+    std::vector<float> a(n * V), b(n * V);
+    auto ca = f32->NewCache(n);
+    auto cb = q80->NewCache(n);
+    ASSERT_TRUE(f32->Forward(seq, ca.get(), nullptr, a.data(), true).ok());
+    ASSERT_TRUE(q80->Forward(seq, cb.get(), nullptr, b.data(), true).ok());
+    for (int64_t i = 0; i < n; ++i) {
+      agree += Argmax(a.data() + i * V, V) == Argmax(b.data() + i * V, V);
+      ++total;
+    }
+  }
+  const double agreement = static_cast<double>(agree) / total;
+  std::printf("stories260K Q8_0 vs f32 top-1 agreement: %.4f (%lld / %lld positions)\n",
+              agreement, static_cast<long long>(agree), static_cast<long long>(total));
+  RecordProperty("q80_top1_agreement", std::to_string(agreement));
+  EXPECT_GE(agreement, 0.9);
+}
+
+TEST_F(StoriesGreedyTest, GgufRoundTripGivesIdenticalGreedyTokens) {
+  auto loaded = LoadModel(StoriesDir() + "/stories260K.bin");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("stories260K_roundtrip_" + std::to_string(::getpid()) + ".gguf"))
+                               .string();
+  Status saved = SaveGgufModel(*loaded, path);
+  ASSERT_TRUE(saved.ok()) << saved.ToString();
+  auto reloaded = LoadGgufModel(path, {});
+  std::filesystem::remove(path);
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status().ToString();
+  EXPECT_EQ(reloaded->config.num_kv_heads, 4);
+  EXPECT_EQ(reloaded->config.rope.layout, RopeLayout::kInterleaved);
+  auto model = LlamaModel::Create(std::move(reloaded).value());
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  for (size_t i = 0; i < cases_.size(); ++i) {
+    EXPECT_EQ(Generate(model->get(), cases_[i], true, nullptr), cases_[i].ids_after_bos)
+        << "case " << i;
+  }
+}
+
+}  // namespace
+}  // namespace kvserve
