@@ -67,26 +67,33 @@ std::string ContinuationText(const Tokenizer& tokenizer, const std::vector<Token
   return tokenizer.Decode(output);
 }
 
-}  // namespace
-
-StatusOr<GenerationResult> RunGeneration(LlamaModel& model, const Tokenizer* tokenizer,
-                                         const GenerationRequest& request, ThreadPool* pool,
-                                         const std::function<void(TokenId)>& on_token) {
-  const ModelConfig& config = model.config();
-  const int64_t num_prompt = static_cast<int64_t>(request.prompt_ids.size());
+// The prompt fits the context and every id is in the vocabulary.
+Status ValidatePrompt(const ModelConfig& config, const std::vector<TokenId>& prompt_ids) {
+  const int64_t num_prompt = static_cast<int64_t>(prompt_ids.size());
   if (num_prompt == 0) return InvalidArgumentError("the prompt is empty (no tokens to run)");
   if (num_prompt > config.max_seq_len) {
     return OutOfRangeError("the prompt has " + std::to_string(num_prompt) +
                            " tokens but the model's context holds " +
                            std::to_string(config.max_seq_len));
   }
-  for (TokenId t : request.prompt_ids) {
+  for (TokenId t : prompt_ids) {
     if (t < 0 || t >= config.vocab_size) {
       return InvalidArgumentError("prompt token id " + std::to_string(t) +
                                   " is outside the vocabulary (" +
                                   std::to_string(config.vocab_size) + " tokens)");
     }
   }
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<GenerationResult> RunGeneration(LlamaModel& model, const Tokenizer* tokenizer,
+                                         const GenerationRequest& request, ThreadPool* pool,
+                                         const std::function<void(TokenId)>& on_token) {
+  const ModelConfig& config = model.config();
+  KV_RETURN_IF_ERROR(ValidatePrompt(config, request.prompt_ids));
+  const int64_t num_prompt = static_cast<int64_t>(request.prompt_ids.size());
   KV_RETURN_IF_ERROR(request.sampling.Validate());
   GenerationResult result;
   result.finish_reason = "length";
@@ -213,6 +220,11 @@ int RunGenerateCommand(const GenerateOptions& options) {
     EncodeOptions encode;
     encode.add_bos = !options.no_bos;
     request.prompt_ids = tokenizer->Encode(options.prompt, encode);
+  }
+
+  // Checked before the prompt is echoed, so a bad prompt prints only the error.
+  if (Status s = ValidatePrompt(model->config(), request.prompt_ids); !s.ok()) {
+    return ReportError(s);
   }
 
   // 3. Generate, streaming text in text mode.

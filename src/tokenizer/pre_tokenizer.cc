@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <utility>
 
+#include "tokenizer/unicode.h"
+
 namespace kvserve {
 namespace {
 
@@ -96,24 +98,6 @@ const PreKind* FindPreKind(std::string_view pre) {
     }
   }
   return nullptr;
-}
-
-void AppendUtf8(uint32_t cpt, std::string* out) {
-  if (cpt < 0x80) {
-    out->push_back(static_cast<char>(cpt));
-  } else if (cpt < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cpt >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cpt & 0x3F)));
-  } else if (cpt < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cpt >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cpt >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cpt & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cpt >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cpt >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cpt >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cpt & 0x3F)));
-  }
 }
 
 struct CodeDeleter {
