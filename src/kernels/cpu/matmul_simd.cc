@@ -7,6 +7,9 @@
 #include "tensor/dtype.h"
 
 #if defined(__x86_64__)
+// GCC 12 reports its own _mm512_undefined_* placeholders (used inside _mm512_reduce_add_ps,
+// _mm512_cvtph_ps, ...) as "may be used uninitialized"; the warning is a known false positive.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 namespace kvserve::kernels::internal {
