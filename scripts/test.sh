@@ -4,4 +4,6 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 scripts/build.sh
+# Test-only llama.cpp reference for tests/llamacpp_compat_test.sh (~85 MB; skips when offline).
+scripts/setup_llamacpp.sh || true
 exec ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j"${CTEST_JOBS:-2}"

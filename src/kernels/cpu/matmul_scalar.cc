@@ -22,7 +22,8 @@ void QuantizeActivationsQ8(const float* x, int64_t num_rows, int64_t k, int8_t* 
         float v = std::nearbyint(xb[i] * inv);
         q[i] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
       }
-      d[r * num_blocks + b] = scale;
+      // Stored as fp16, as GGML Q8_0 blocks (and llama.cpp) do.
+      d[r * num_blocks + b] = Fp16ToFp32(Fp32ToFp16(scale));
     }
   }
 }

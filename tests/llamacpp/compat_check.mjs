@@ -1,0 +1,195 @@
+#!/usr/bin/env node
+// Cross-checks kvserve against the real llama.cpp (via node-llama-cpp, CPU):
+//   A. `kvserve convert` of stories260K.bin -> GGUF: llama.cpp loads it, its tokenizer gives
+//      greedy_reference.json's prompt ids, its greedy continuation equals the reference and
+//      kvserve's own greedy output on the same GGUF.
+//   B. `kvserve mkmodel --preset tiny` in f32/f16/bf16/q8_0 and with the llama SPM vocabulary:
+//      llama.cpp loads each, metadata matches, tokenization matches `kvserve tokenize`, greedy
+//      continuations of both engines agree.
+// Greedy sequences may only part where kvserve's token is within a per-dtype tolerance of
+// llama.cpp's top-1 logit, in llama.cpp's own logits (random weights give near-ties; the engines
+// round differently: q8_0 activation scales, summation order).
+// Prints one line per check and a JSON summary at the end. Exit: 0 all passed, 1 a check failed.
+//
+// Usage: node compat_check.mjs --kvserve BIN --assets DIR --workdir DIR [--n 16] [--qwen]
+import {spawnSync} from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import process from "node:process";
+import {openLlama, runModel} from "./run_llamacpp.mjs";
+
+const args = {kvserve: null, assets: null, workdir: null, n: 16, qwen: false};
+for (let i = 2; i < process.argv.length; ++i) {
+  const a = process.argv[i];
+  if (a === "--kvserve") args.kvserve = process.argv[++i];
+  else if (a === "--assets") args.assets = process.argv[++i];
+  else if (a === "--workdir") args.workdir = process.argv[++i];
+  else if (a === "--n") args.n = Number.parseInt(process.argv[++i], 10);
+  else if (a === "--qwen") args.qwen = true;
+  else {
+    process.stderr.write(`compat_check: unknown argument ${a}\n`);
+    process.exit(1);
+  }
+}
+if (!args.kvserve || !args.assets || !args.workdir) {
+  process.stderr.write("compat_check: --kvserve, --assets and --workdir are required\n");
+  process.exit(1);
+}
+fs.mkdirSync(args.workdir, {recursive: true});
+
+// Largest top-1/top-2 logit margin (in llama.cpp) at which the engines may pick different tokens.
+const kTieTolerance = {f32: 1e-3, f16: 5e-3, bf16: 2e-2, q8_0: 2e-2};
+const summary = {llama_cpp: null, checks: []};
+let failures = 0;
+
+function check(name, ok, detail) {
+  summary.checks.push({name, ok, ...detail});
+  if (!ok) ++failures;
+  process.stdout.write(`${ok ? "PASS" : "FAIL"} ${name}${detail.note ? ": " + detail.note : ""}\n`);
+}
+
+function kv(argv) {
+  const r = spawnSync(args.kvserve, argv, {encoding: "utf8", maxBuffer: 64 << 20});
+  if (r.status !== 0) {
+    throw new Error(`kvserve ${argv.join(" ")} failed (${r.status}): ${r.stderr.slice(-2000)}`);
+  }
+  return r.stdout;
+}
+
+function kvTokenize(model, text) {
+  return kv(["tokenize", "-m", model, "--text", text]).trim().split(/\s+/).filter(Boolean).map(Number);
+}
+
+function kvGreedy(model, prompt, n) {
+  const out = kv(["generate", "-m", model, "-p", prompt, "-n", String(n), "--temperature", "0",
+    "--ignore-eos", "--output-format", "json", "--threads", "1"]);
+  return JSON.parse(out);
+}
+
+function sameIds(a, b) {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+// Compares two greedy sequences; a divergence is tolerated only where ours[i] is a near-tie in
+// llama.cpp's logits (gaps[i] = llama.cpp logit of its top-1 minus that of ours[i]).
+function compareGreedy(ours, theirs, gaps, tolerance) {
+  const n = Math.min(ours.length, theirs.length);
+  let i = 0;
+  while (i < n && ours[i] === theirs[i]) ++i;
+  if (i === n) return {ok: ours.length === theirs.length, equal_steps: n, total_steps: n};
+  const gap = gaps ? gaps[i] : null;
+  return {ok: typeof gap === "number" && gap < tolerance, equal_steps: i, total_steps: n,
+    diverged_at: i, kvserve_token: ours[i], llamacpp_token: theirs[i], llamacpp_logit_gap: gap};
+}
+
+const handle = await openLlama();
+summary.llama_cpp = handle.llama.llamaCppRelease;
+process.stdout.write(`llama.cpp ${summary.llama_cpp.repo} ${summary.llama_cpp.release} ` +
+  `(node-llama-cpp prebuilt, CPU)\n`);
+
+// ---- A. stories260K via kvserve convert --------------------------------------------------------
+{
+  const storiesDir = path.join(args.assets, "models", "stories260K");
+  const gguf = path.join(args.workdir, "stories260K.gguf");
+  kv(["convert", "-m", path.join(storiesDir, "stories260K.bin"), "-o", gguf]);
+  const ref = JSON.parse(fs.readFileSync(path.join(storiesDir, "greedy_reference.json"), "utf8"));
+  // Reference: ids_after_bos = forced prompt tokens then greedy tokens (stops early at BOS).
+  const expectedOf = (c) => c.ids_after_bos.slice(c.prompt_ids_with_bos.length - 1);
+  const kvOut = ref.cases.map((c) => kvGreedy(gguf, c.prompt, expectedOf(c).length));
+  const inputs = [...ref.cases.map((c) => ({prompt: c.prompt, n: 0})),
+    ...ref.cases.map((c, k) => ({ids: c.prompt_ids_with_bos, n: expectedOf(c).length,
+      compare: kvOut[k].output_token_ids}))];
+  const tok = await runModel(handle, {model: gguf, inputs, n: 0, threads: 1, kvCache: "F32"});
+  check("stories260K: llama.cpp loads kvserve-converted GGUF", !tok.error,
+    {note: tok.error ?? JSON.stringify(tok.metadata), metadata: tok.metadata, error: tok.error});
+  if (!tok.error) {
+    const md = tok.metadata;
+    check("stories260K: metadata", md.architecture === "llama" && md.n_vocab === 512 &&
+      md.n_layer === 5 && md.n_embd === 64 && md.n_head === "8" && md.n_head_kv === "4" &&
+      md.bos === 1 && md.eos === 2 && md.add_bos === true && md.vocab_type === "SPM", {note: ""});
+    for (const [k, c] of ref.cases.entries()) {
+      const ids = tok.cases[k].prompt_ids;
+      check(`stories260K: tokenize ${JSON.stringify(c.prompt)}`, sameIds(ids, c.prompt_ids_with_bos),
+        {note: `llama.cpp ${JSON.stringify(ids)} reference ${JSON.stringify(c.prompt_ids_with_bos)}`});
+      const expected = expectedOf(c);
+      const gen = tok.cases[ref.cases.length + k];
+      const got = gen.greedy_ids;
+      const cmp = compareGreedy(got, expected, null, 0);
+      check(`stories260K: llama.cpp greedy vs reference ${JSON.stringify(c.prompt)}`, cmp.ok,
+        {note: `${cmp.equal_steps}/${expected.length} steps equal`, ...cmp});
+      const ours = kvOut[k];
+      const cmp2 = compareGreedy(ours.output_token_ids, got, gen.compare_gaps, 1e-3);
+      check(`stories260K: kvserve greedy vs llama.cpp ${JSON.stringify(c.prompt)}`,
+        cmp2.ok && sameIds(ours.prompt_token_ids, c.prompt_ids_with_bos),
+        {note: `${cmp2.equal_steps}/${cmp2.total_steps} steps equal`, ...cmp2});
+    }
+  }
+}
+
+// ---- B. kvserve mkmodel ------------------------------------------------------------------------
+const texts = ["hello world", "Hello, World! 123", " leading space", "naïve café 😀 日本",
+  "tabs\tand\nnewlines  double", "The quick brown fox jumps over the lazy dog."];
+const prompts = ["hello world", "Once upon a time", "1 + 1 ="];
+const spmVocab = path.join(args.assets, "tokenizers", "ggml-vocab-llama-spm.gguf");
+const cases = [
+  {name: "tiny f32", argv: ["--preset", "tiny", "--dtype", "f32"], dtype: "f32"},
+  {name: "tiny f16", argv: ["--preset", "tiny", "--dtype", "f16"], dtype: "f16"},
+  {name: "tiny bf16", argv: ["--preset", "tiny", "--dtype", "bf16"], dtype: "bf16"},
+  {name: "tiny q8_0", argv: ["--preset", "tiny", "--dtype", "q8_0"], dtype: "q8_0"},
+  {name: "tiny llama-spm vocab f32",
+    argv: ["--preset", "tiny", "--dtype", "f32", "--vocab-from", spmVocab], dtype: "f32"},
+  {name: "tiny llama-spm vocab q8_0",
+    argv: ["--preset", "tiny", "--dtype", "q8_0", "--vocab-from", spmVocab], dtype: "q8_0"},
+];
+if (args.qwen) {
+  cases.push({name: "qwen2.5-0.5b q8_0", argv: ["--preset", "qwen2.5-0.5b", "--dtype", "q8_0"],
+    dtype: "q8_0", arch: "qwen2"});
+}
+for (const c of cases) {
+  const gguf = path.join(args.workdir, c.name.replace(/[^A-Za-z0-9_.]+/g, "-") + ".gguf");
+  kv(["mkmodel", ...c.argv, "-o", gguf]);
+  const ours = prompts.map((p) => kvGreedy(gguf, p, args.n));
+  const lc = await runModel(handle, {model: gguf, threads: 1, kvCache: "F32", inputs: [
+    ...texts.map((t) => ({prompt: t, n: 0})),
+    ...ours.map((o) => ({ids: o.prompt_token_ids, n: args.n, compare: o.output_token_ids}))]});
+  check(`${c.name}: llama.cpp loads kvserve mkmodel GGUF`, !lc.error,
+    {note: lc.error ?? JSON.stringify(lc.metadata), metadata: lc.metadata, error: lc.error,
+      log_tail: lc.log_tail});
+  if (lc.error) continue;
+  if (c.arch) {
+    check(`${c.name}: architecture`, lc.metadata.architecture === c.arch,
+      {note: lc.metadata.architecture});
+  }
+  check(`${c.name}: parameter count`, ours[0].num_parameters === lc.metadata.n_params_insights,
+    {note: `kvserve ${ours[0].num_parameters} llama.cpp ${lc.metadata.n_params_log}` +
+      ` (${lc.metadata.n_params_insights})`});
+  let tokOk = true;
+  const tokDiffs = [];
+  for (const [k, t] of texts.entries()) {
+    const ids = kvTokenize(gguf, t);
+    if (!sameIds(ids, lc.cases[k].prompt_ids)) {
+      tokOk = false;
+      tokDiffs.push({text: t, kvserve: ids, llamacpp: lc.cases[k].prompt_ids});
+    }
+  }
+  check(`${c.name}: tokenize ${texts.length} strings`, tokOk,
+    {note: tokOk ? "" : JSON.stringify(tokDiffs), diffs: tokDiffs});
+  for (const [k, p] of prompts.entries()) {
+    const gen = lc.cases[texts.length + k];
+    const cmp = compareGreedy(ours[k].output_token_ids, gen.greedy_ids,
+      gen.compare_gaps, kTieTolerance[c.dtype]);
+    const minMargin = Math.min(...gen.top2_margins.slice(0, cmp.equal_steps + 1));
+    check(`${c.name}: greedy ${JSON.stringify(p)}`, cmp.ok,
+      {note: `${cmp.equal_steps}/${cmp.total_steps} steps equal` +
+        (cmp.diverged_at !== undefined ? `, diverged at ${cmp.diverged_at} (kvserve ` +
+          `${cmp.kvserve_token}, llama.cpp ${cmp.llamacpp_token}, llama.cpp logit gap ` +
+          `${cmp.llamacpp_logit_gap?.toFixed(5)}, tolerance ${kTieTolerance[c.dtype]})` : "") + `, min llama.cpp top2 margin ${minMargin.toFixed(5)}`,
+        ...cmp});
+  }
+}
+
+await handle.llama.dispose();
+process.stdout.write(`SUMMARY ${JSON.stringify(summary)}\n`);
+process.stdout.write(failures === 0 ? "llama.cpp compat: all checks passed\n" :
+  `llama.cpp compat: ${failures} check(s) FAILED\n`);
+process.exit(failures === 0 ? 0 : 1);

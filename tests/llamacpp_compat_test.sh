@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Cross-check against the real llama.cpp (tests/llamacpp/compat_check.mjs): GGUF files written by
+# `kvserve convert` / `kvserve mkmodel` must load in llama.cpp with the right metadata, tokenize
+# the same, and give the same greedy tokens as kvserve (and as greedy_reference.json).
+# Usage: llamacpp_compat_test.sh KVSERVE_BINARY ASSETS_DIR WORK_DIR
+# Exit: 0 pass, 1 fail, 77 skip (llama.cpp not installed: run scripts/setup_llamacpp.sh; or
+# ../shared/assets absent). KVSERVE_LLAMACPP_QWEN=1 adds qwen2.5-0.5b q8_0 (~25 s, ~550 MB).
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+kvserve="${1:?kvserve binary}"; assets="${2:?assets dir}"; work="${3:?work dir}"
+
+skip() { echo "SKIP: $*"; exit 77; }
+[[ -x "$kvserve" ]] || { echo "FAIL: kvserve binary not found: $kvserve"; exit 1; }
+[[ -f "$assets/models/stories260K/stories260K.bin" &&
+   -f "$assets/models/stories260K/greedy_reference.json" &&
+   -f "$assets/tokenizers/ggml-vocab-llama-spm.gguf" ]] ||
+  skip "shared assets absent ($assets)"
+command -v node >/dev/null || skip "node not installed"
+[[ -d "$here/llamacpp/node_modules/node-llama-cpp" &&
+   -d "$here/llamacpp/node_modules/@node-llama-cpp/linux-x64" ]] ||
+  skip "llama.cpp reference not installed (run scripts/setup_llamacpp.sh)"
+
+rm -rf "$work" && mkdir -p "$work"
+extra=()
+[[ "${KVSERVE_LLAMACPP_QWEN:-0}" == 1 ]] && extra+=(--qwen)
+node "$here/llamacpp/compat_check.mjs" --kvserve "$kvserve" --assets "$assets" \
+  --workdir "$work" "${extra[@]}"
+rc=$?
+rm -rf "$work"
+exit $rc
