@@ -12,7 +12,8 @@
 # Synthetic GGUFs are made once (kvserve mkmodel) and cached in --cache-dir.
 # The markdown table goes to stdout (and --out); progress goes to stderr.
 #
-# Ceilings: prefill tok/s <= fma_gflops * 1e9 / (2 * parameters per token) (matmul flops only:
+# Ceilings: prefill tok/s <= fma_gflops * 1e9 / (2 * weights multiplied per prompt token) (the
+# layers' matrices for every token, the output matrix once per prompt; matmul flops only:
 # attention adds a little at 512 tokens); decode tok/s <= read_bandwidth / weight bytes read per
 # token (all weights except the embedding table, which counts when it is also the output matrix).
 set -euo pipefail
@@ -141,7 +142,12 @@ for p in presets.split():
             decode = statistics.median(j["decode_tokens_per_s"] for j in js)
             c = load(os.path.join(results, f"ceiling-{t}.json"))
             fma, bw = c.get("fma_gflops"), c.get("read_bandwidth_gbs")
-            prefill_ceiling = fma * 1e9 / (2 * js[0]["parameters_per_token"]) if fma else None
+            # A prefill multiplies every prompt token by the layer weights and only the last one
+            # by the output matrix.
+            out_params = js[0]["output_parameters"]
+            prefill_params = (js[0]["parameters_per_token"] - out_params
+                              + out_params / int(prompt_tokens))
+            prefill_ceiling = fma * 1e9 / (2 * prefill_params) if fma else None
             decode_ceiling = bw * 1e9 / js[0]["weight_bytes_per_token"] if bw else None
             pf = prefill / prefill_ceiling if prefill_ceiling else None
             df = decode / decode_ceiling if decode_ceiling else None

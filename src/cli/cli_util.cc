@@ -150,4 +150,8 @@ int64_t ParametersPerToken(const LoadedModel& model) {
   return total - model.config.vocab_size * model.config.hidden_dim;
 }
 
+int64_t OutputParameters(const LoadedModel& model) {
+  return model.config.vocab_size * model.config.hidden_dim;
+}
+
 }  // namespace kvserve::cli

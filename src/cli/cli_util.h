@@ -63,5 +63,8 @@ bool IsGgufFile(const std::string& path);
 // embedding table (one row is read), which counts again when it doubles as the output matrix.
 int64_t WeightBytesPerToken(const LoadedModel& model);
 int64_t ParametersPerToken(const LoadedModel& model);
+// Parameters of the output projection (vocab x hidden), part of ParametersPerToken. A prefill
+// applies it to the last prompt token only.
+int64_t OutputParameters(const LoadedModel& model);
 
 }  // namespace kvserve::cli

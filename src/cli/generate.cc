@@ -186,6 +186,7 @@ int RunGenerateCommand(const GenerateOptions& options) {
   const int64_t weight_bytes = loaded.WeightBytes();
   const int64_t weight_bytes_per_token = WeightBytesPerToken(loaded);
   const int64_t parameters_per_token = ParametersPerToken(loaded);
+  const int64_t output_parameters = OutputParameters(loaded);
   const std::string weight_type = loaded.WeightTypeSummary();
 
   std::unique_ptr<Tokenizer> tokenizer;
@@ -282,6 +283,7 @@ int RunGenerateCommand(const GenerateOptions& options) {
     out["load_seconds"] = load_seconds;
     out["num_parameters"] = num_parameters;
     out["parameters_per_token"] = parameters_per_token;
+    out["output_parameters"] = output_parameters;
     out["weight_type"] = weight_type;
     out["weight_bytes"] = weight_bytes;
     out["weight_bytes_per_token"] = weight_bytes_per_token;

@@ -114,18 +114,15 @@ void DenseAttention(const float* q, const float* k, const float* v, const Attent
       const float* qh = q + item * hd;
       float* o = out + item * hd;
       const int64_t num_visible = std::min(shape.num_keys, shape.first_pos + i + 1);
-      std::fill(o, o + hd, 0.0f);
-      if (num_visible <= 0) continue;
+      if (num_visible <= 0) {
+        std::fill(o, o + hd, 0.0f);
+        continue;
+      }
       const float* kh = k + (h / group) * hd;
       const float* vh = v + (h / group) * hd;
       scores.resize(num_visible);
-      for (int64_t t = 0; t < num_visible; ++t) {
-        scores[t] = internal::simd::Dot(qh, kh + t * kv_stride, hd) * shape.scale;
-      }
-      Softmax(scores.data(), num_visible);
-      for (int64_t t = 0; t < num_visible; ++t) {
-        internal::simd::Axpy(scores[t], vh + t * kv_stride, hd, o);
-      }
+      internal::simd::AttendHead(qh, kh, vh, kv_stride, num_visible, hd, shape.scale,
+                                 scores.data(), o);
     }
   };
   const int64_t num_items = shape.num_queries * shape.num_heads;

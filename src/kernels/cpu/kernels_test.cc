@@ -188,7 +188,8 @@ TEST_P(KernelsTest, DenseAttentionMatchesReference) {
   ThreadPool pool(3);
   for (const Case& c : {Case{1, 1, 0, 2, 1, 8}, Case{1, 37, 36, 9, 3, 64},
                         Case{5, 5, 0, 4, 4, 17}, Case{4, 20, 16, 8, 2, 32},
-                        Case{3, 10, 2, 6, 2, 64}}) {
+                        Case{3, 10, 2, 6, 2, 64}, Case{2, 30, 28, 4, 2, 128},
+                        Case{2, 9, 7, 2, 1, 100}, Case{1, 13, 12, 3, 1, 72}}) {
     kernels::AttentionShape s{c.num_queries, c.num_keys, c.first_pos, c.num_heads,
                               c.num_kv_heads, c.head_dim, 1.0f / std::sqrt(float(c.head_dim))};
     auto q = RandomVector(c.num_queries * c.num_heads * c.head_dim, rng_);

@@ -173,6 +173,49 @@ void Axpy(float alpha, const float* x, int64_t n, float* y) {
   for (; i < n; ++i) y[i] += alpha * x[i];
 }
 
+void AttendHead(const float* q, const float* k, const float* v, int64_t kv_stride,
+                int64_t num_keys, int64_t head_dim, float scale, float* scores, float* out) {
+  // Scores: q . k_t, with the dot product inlined (one call per position cost more than the
+  // arithmetic at head_dim 64).
+  const int64_t hd8 = head_dim / 8 * 8;
+  for (int64_t t = 0; t < num_keys; ++t) {
+    const float* kt = k + t * kv_stride;
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= hd8; i += 16) {
+      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kt + i), a0);
+      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(kt + i + 8), a1);
+    }
+    for (; i < hd8; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kt + i), a0);
+    float s = HorizontalSum(_mm256_add_ps(a0, a1));
+    for (; i < head_dim; ++i) s += q[i] * kt[i];
+    scores[t] = s * scale;
+  }
+  const float sum = ExpSubtractSum(scores, num_keys, Max(scores, num_keys));
+  const float inv = 1.0f / sum;
+  // Output: up to 64 columns at a time held in 8 registers across all positions.
+  for (int64_t c0 = 0; c0 < hd8; c0 += 64) {
+    const int nv = static_cast<int>(std::min<int64_t>(64, hd8 - c0) / 8);
+    __m256 acc[8];
+    for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
+    for (int64_t t = 0; t < num_keys; ++t) {
+      const __m256 p = _mm256_set1_ps(scores[t]);
+      const float* vt = v + t * kv_stride + c0;
+      #pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        if (j < nv) acc[j] = _mm256_fmadd_ps(p, _mm256_loadu_ps(vt + 8 * j), acc[j]);
+      }
+    }
+    const __m256 iv = _mm256_set1_ps(inv);
+    for (int j = 0; j < nv; ++j) _mm256_storeu_ps(out + c0 + 8 * j, _mm256_mul_ps(acc[j], iv));
+  }
+  for (int64_t c = hd8; c < head_dim; ++c) {
+    float s = 0.0f;
+    for (int64_t t = 0; t < num_keys; ++t) s += scores[t] * v[t * kv_stride + c];
+    out[c] = s * inv;
+  }
+}
+
 void Exp(const float* x, int64_t n, float* out) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, Exp8(_mm256_loadu_ps(x + i)));
@@ -226,6 +269,13 @@ float Dot(const float* a, const float* b, int64_t n) {
 }
 void Axpy(float alpha, const float* x, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+void AttendHead(const float* q, const float* k, const float* v, int64_t kv_stride,
+                int64_t num_keys, int64_t head_dim, float scale, float* scores, float* out) {
+  for (int64_t t = 0; t < num_keys; ++t) scores[t] = Dot(q, k + t * kv_stride, head_dim) * scale;
+  const float inv = 1.0f / ExpSubtractSum(scores, num_keys, Max(scores, num_keys));
+  for (int64_t c = 0; c < head_dim; ++c) out[c] = 0.0f;
+  for (int64_t t = 0; t < num_keys; ++t) Axpy(scores[t] * inv, v + t * kv_stride, head_dim, out);
 }
 void Exp(const float* x, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = std::exp(x[i]);

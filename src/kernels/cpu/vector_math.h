@@ -21,6 +21,11 @@ void Scale(float* x, int64_t n, float scale);
 float Dot(const float* a, const float* b, int64_t n);
 // y[i] += alpha * x[i]
 void Axpy(float alpha, const float* x, int64_t n, float* y);
+// One attention head over `num_keys` positions: out[0..head_dim) = sum_t p_t v_t with
+// p = softmax(scale * q . k_t). k and v point at position 0; consecutive positions are
+// kv_stride floats apart. `scores` is scratch of num_keys floats. num_keys >= 1.
+void AttendHead(const float* q, const float* k, const float* v, int64_t kv_stride,
+                int64_t num_keys, int64_t head_dim, float scale, float* scores, float* out);
 // exp of 8 lanes at a time applied to n values (for testing the approximation).
 void Exp(const float* x, int64_t n, float* out);
 
