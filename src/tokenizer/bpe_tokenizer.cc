@@ -14,20 +14,8 @@ void BpeTokenizer::EncodeText(std::string_view text, bool /*after_special*/,
   encoder_->Encode(text, out);
 }
 
-std::string BpeTokenizer::TokenToPiece(TokenId id, bool special) const {
-  if (!in_range(id)) return {};
-  const std::string& text = spec_.tokens[static_cast<size_t>(id)];
-  switch (type_of(id)) {
-    case TokenType::kControl:
-    case TokenType::kUnknown:
-      return special ? text : std::string();
-    case TokenType::kUserDefined:
-      return text;
-    case TokenType::kNormal:
-      return ByteLevelDecode(text);
-    default:
-      return {};
-  }
+std::string BpeTokenizer::NormalPiece(TokenId id, const std::string& text) const {
+  return type_of(id) == TokenType::kNormal ? ByteLevelDecode(text) : std::string();
 }
 
 }  // namespace kvserve

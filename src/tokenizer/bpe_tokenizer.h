@@ -14,9 +14,9 @@ class BpeTokenizer final : public VocabTokenizer {
  public:
   static StatusOr<std::unique_ptr<Tokenizer>> Create(VocabSpec spec);
 
-  std::string TokenToPiece(TokenId id, bool special) const override;
 
  protected:
+  std::string NormalPiece(TokenId id, const std::string& text) const override;
   void EncodeText(std::string_view text, bool after_special,
                   std::vector<TokenId>* out) const override;
 

@@ -8,7 +8,6 @@
 namespace kvserve {
 namespace {
 
-constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";  // U+2581
 
 // A symbol of the merge loop: a span of the (escaped) text, linked to its neighbours.
 struct Symbol {
@@ -170,15 +169,8 @@ int SpmTokenizer::TokenByte(TokenId id) const {
   return ParseByteToken(spec_.tokens[static_cast<size_t>(id)]);
 }
 
-std::string SpmTokenizer::TokenToPiece(TokenId id, bool special) const {
-  if (!in_range(id)) return {};
-  const std::string& text = spec_.tokens[static_cast<size_t>(id)];
+std::string SpmTokenizer::NormalPiece(TokenId id, const std::string& text) const {
   switch (type_of(id)) {
-    case TokenType::kControl:
-    case TokenType::kUnknown:
-      return special ? text : std::string();
-    case TokenType::kUserDefined:
-      return text;
     case TokenType::kByte: {
       const int b = TokenByte(id);
       return b >= 0 ? std::string(1, static_cast<char>(b)) : std::string();
@@ -189,17 +181,7 @@ std::string SpmTokenizer::TokenToPiece(TokenId id, bool special) const {
         const int b = ParseByteToken(text);
         return b >= 0 ? std::string(1, static_cast<char>(b)) : text;
       }
-      std::string piece;
-      piece.reserve(text.size());
-      for (size_t i = 0; i < text.size();) {
-        if (std::string_view(text).substr(i, 3) == kSpaceMarker) {
-          piece.push_back(' ');
-          i += 3;
-        } else {
-          piece.push_back(text[i++]);
-        }
-      }
-      return piece;
+      return ReplaceSpaceMarkers(text);
     }
     default:
       return {};  // unused / undefined tokens render as nothing (llama.cpp)

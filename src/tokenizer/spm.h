@@ -19,9 +19,9 @@ class SpmTokenizer final : public VocabTokenizer {
   // `spec.model` must be kSpm; validated by Tokenizer::Create before this is called.
   static StatusOr<std::unique_ptr<Tokenizer>> Create(VocabSpec spec);
 
-  std::string TokenToPiece(TokenId id, bool special) const override;
 
  protected:
+  std::string NormalPiece(TokenId id, const std::string& text) const override;
   void EncodeText(std::string_view text, bool after_special,
                   std::vector<TokenId>* out) const override;
   bool DecodeStripsLeadingSpace() const override { return spec_.add_space_prefix; }

@@ -138,6 +138,34 @@ std::vector<TokenId> VocabTokenizer::Encode(std::string_view text,
   return out;
 }
 
+std::string ReplaceSpaceMarkers(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    if (text.substr(i, kSpaceMarker.size()) == kSpaceMarker) {
+      out.push_back(' ');
+      i += kSpaceMarker.size();
+    } else {
+      out.push_back(text[i++]);
+    }
+  }
+  return out;
+}
+
+std::string VocabTokenizer::TokenToPiece(TokenId id, bool special) const {
+  if (!in_range(id)) return {};
+  const std::string& text = spec_.tokens[static_cast<size_t>(id)];
+  switch (type_of(id)) {
+    case TokenType::kControl:
+    case TokenType::kUnknown:
+      return special ? text : std::string();
+    case TokenType::kUserDefined:
+      return text;
+    default:
+      return NormalPiece(id, text);
+  }
+}
+
 std::string VocabTokenizer::Decode(const std::vector<TokenId>& ids, bool special) const {
   std::string out;
   bool strip = DecodeStripsLeadingSpace();

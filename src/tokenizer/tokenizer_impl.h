@@ -36,11 +36,21 @@ std::vector<TextFragment> SplitSpecialTokens(std::string_view text, const VocabS
                                              const std::vector<TokenId>& special_ids,
                                              bool parse_special);
 
-// Base of the three implementations. Subclasses encode raw text fragments and render pieces.
+// SentencePiece's word-boundary marker U+2581, which SPM and WordPiece vocabularies use for
+// a space.
+inline constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";
+// `text` with every U+2581 replaced by a space.
+std::string ReplaceSpaceMarkers(std::string_view text);
+
+// Base of the three implementations. Subclasses encode raw text fragments and render the
+// pieces of normal and byte tokens.
 class VocabTokenizer : public Tokenizer {
  public:
   std::vector<TokenId> Encode(std::string_view text, const EncodeOptions& options) const override;
   std::string Decode(const std::vector<TokenId>& ids, bool special) const override;
+  // Out-of-range ids render as nothing; control and unknown tokens as their text only when
+  // `special`; user-defined tokens as their text; the rest through NormalPiece.
+  std::string TokenToPiece(TokenId id, bool special) const override;
 
  protected:
   explicit VocabTokenizer(VocabSpec spec);
@@ -49,6 +59,9 @@ class VocabTokenizer : public Tokenizer {
   // for fragments that follow a special token (SPM adds its dummy-prefix space then).
   virtual void EncodeText(std::string_view text, bool after_special,
                           std::vector<TokenId>* out) const = 0;
+  // The bytes of a token of type kNormal, kByte or another non-special type (unused and
+  // undefined tokens render as nothing, as in llama.cpp).
+  virtual std::string NormalPiece(TokenId id, const std::string& text) const = 0;
   // Whether Decode drops one leading space of the first piece (after a leading BOS).
   virtual bool DecodeStripsLeadingSpace() const { return false; }
 

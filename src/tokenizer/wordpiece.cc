@@ -7,7 +7,6 @@
 namespace kvserve {
 namespace {
 
-constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";  // U+2581
 
 // The CJK ideograph blocks of BERT's _is_chinese_char (including its 0x2B920 quirk).
 bool IsCjkIdeograph(uint32_t cp) {
@@ -81,30 +80,8 @@ void WordPieceTokenizer::EncodeText(std::string_view text, bool /*after_special*
   }
 }
 
-std::string WordPieceTokenizer::TokenToPiece(TokenId id, bool special) const {
-  if (!in_range(id)) return {};
-  const std::string& text = spec_.tokens[static_cast<size_t>(id)];
-  switch (type_of(id)) {
-    case TokenType::kControl:
-    case TokenType::kUnknown:
-      return special ? text : std::string();
-    case TokenType::kUserDefined:
-      return text;
-    case TokenType::kNormal: {
-      std::string piece;
-      for (size_t i = 0; i < text.size();) {
-        if (std::string_view(text).substr(i, 3) == kSpaceMarker) {
-          piece.push_back(' ');
-          i += 3;
-        } else {
-          piece.push_back(text[i++]);
-        }
-      }
-      return piece;
-    }
-    default:
-      return {};
-  }
+std::string WordPieceTokenizer::NormalPiece(TokenId id, const std::string& text) const {
+  return type_of(id) == TokenType::kNormal ? ReplaceSpaceMarkers(text) : std::string();
 }
 
 }  // namespace kvserve

@@ -17,12 +17,12 @@ class WordPieceTokenizer final : public VocabTokenizer {
  public:
   static StatusOr<std::unique_ptr<Tokenizer>> Create(VocabSpec spec);
 
-  std::string TokenToPiece(TokenId id, bool special) const override;
 
   // The normalized words of `text` (exposed for tests).
   static std::vector<std::string> SplitWords(std::string_view text);
 
  protected:
+  std::string NormalPiece(TokenId id, const std::string& text) const override;
   void EncodeText(std::string_view text, bool after_special,
                   std::vector<TokenId>* out) const override;
   bool DecodeStripsLeadingSpace() const override { return true; }
