@@ -157,7 +157,9 @@ TEST_P(KernelsTest, SoftmaxMatchesReference) {
     kernels::Softmax(x.data(), n);
     reference::Softmax(want.data(), n);
     ExpectClose(x, want, 1e-5f, 1e-12f, "softmax n=" + std::to_string(n));
-    if (n > 4) EXPECT_EQ(x[1], 0.0f);
+    if (n > 4) {
+      EXPECT_EQ(x[1], 0.0f);
+    }
   }
 }
 
