@@ -185,10 +185,18 @@ StatusOr<Tensor> SafetensorsFile::tensor(const std::string& name) const {
   if (info == nullptr) {
     return NotFoundError("tensor '" + name + "' not found in safetensors '" + path_ + "'");
   }
+  const uint8_t* data = base_ + data_offset_ + info->begin;
+  if (reinterpret_cast<uintptr_t>(data) % DTypeBlockBytes(info->dtype) != 0) {
+    // The format does not align tensor data (it starts right after the JSON header): a
+    // misaligned tensor is copied once into aligned memory rather than read in place.
+    Tensor copy = Tensor::Allocate(info->dtype, info->shape);
+    std::memcpy(copy.mutable_data(), data, static_cast<size_t>(copy.num_bytes()));
+    return copy;
+  }
   Tensor t;
   t.dtype = info->dtype;
   t.shape = info->shape;
-  t.data = base_ + data_offset_ + info->begin;
+  t.data = data;
   t.owner = mapping_;
   return t;
 }
