@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/simd_level_test_util.h"
 #include "kernels/cpu/vector_math.h"
 #include "kernels/reference/reference.h"
 
@@ -32,16 +33,8 @@ void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, 
   }
 }
 
-class KernelsTest : public ::testing::TestWithParam<SimdLevel> {
+class KernelsTest : public SimdLevelTest {
  protected:
-  void SetUp() override {
-    if (static_cast<int>(GetParam()) > static_cast<int>(kernels::internal::DetectedSimdLevel())) {
-      GTEST_SKIP() << "CPU lacks this SIMD level";
-    }
-    previous_ = kernels::internal::SetSimdLevelForTesting(GetParam());
-  }
-  void TearDown() override { kernels::internal::SetSimdLevelForTesting(previous_); }
-  SimdLevel previous_ = SimdLevel::kScalar;
   std::mt19937 rng_{99};
 };
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/simd_level_test_util.h"
 #include "kernels/kernels.h"
 #include "kernels/reference/reference.h"
 #include "tensor/dtype.h"
@@ -56,17 +57,7 @@ std::vector<double> ErrorBounds(const std::vector<float>& x, int64_t m, const Te
   return bound;
 }
 
-class MatmulTest : public ::testing::TestWithParam<SimdLevel> {
- protected:
-  void SetUp() override {
-    if (static_cast<int>(GetParam()) > static_cast<int>(kernels::internal::DetectedSimdLevel())) {
-      GTEST_SKIP() << "CPU lacks this SIMD level";
-    }
-    previous_ = kernels::internal::SetSimdLevelForTesting(GetParam());
-  }
-  void TearDown() override { kernels::internal::SetSimdLevelForTesting(previous_); }
-  SimdLevel previous_ = SimdLevel::kScalar;
-};
+class MatmulTest : public SimdLevelTest {};
 
 TEST_P(MatmulTest, MatchesReferenceAcrossShapesDtypesAndThreads) {
   std::mt19937 rng(1234);
