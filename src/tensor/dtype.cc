@@ -97,6 +97,88 @@ uint16_t Fp32ToFp16(float f) {
   return static_cast<uint16_t>(sign | (r >> 13));
 }
 
+namespace {
+
+// Format of one FP8 flavour: mantissa bits, exponent bias, largest finite code (without sign).
+struct Fp8Format {
+  int mant_bits;
+  int bias;
+  uint8_t max_code;
+  float max_value;
+};
+constexpr Fp8Format kE4M3{3, 7, 0x7e, kFp8E4M3Max};
+constexpr Fp8Format kE5M2{2, 15, 0x7b, kFp8E5M2Max};
+
+float DecodeFp8(uint8_t v, const Fp8Format& fmt, bool ieee_specials) {
+  const float sign = (v & 0x80) ? -1.0f : 1.0f;
+  const int exp_bits = 7 - fmt.mant_bits;
+  const int exp = (v >> fmt.mant_bits) & ((1 << exp_bits) - 1);
+  const int mant = v & ((1 << fmt.mant_bits) - 1);
+  const int max_exp = (1 << exp_bits) - 1;
+  if (ieee_specials && exp == max_exp) {
+    return mant == 0 ? sign * INFINITY : NAN;
+  }
+  if (!ieee_specials && (v & 0x7f) == 0x7f) return NAN;
+  const float frac = static_cast<float>(mant) / static_cast<float>(1 << fmt.mant_bits);
+  if (exp == 0) return sign * std::ldexp(frac, 1 - fmt.bias);
+  return sign * std::ldexp(1.0f + frac, exp - fmt.bias);
+}
+
+uint8_t EncodeFp8(float f, const Fp8Format& fmt, bool* clipped) {
+  if (std::isnan(f)) return 0x7f;  // a NaN code in both formats
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
+  const float a = std::fabs(f);
+  if (a > fmt.max_value) {
+    if (clipped != nullptr) *clipped = true;
+    return sign | fmt.max_code;
+  }
+  const int steps = 1 << fmt.mant_bits;
+  const float min_normal = std::ldexp(1.0f, 1 - fmt.bias);
+  int code;
+  if (a < min_normal) {
+    // Subnormals are multiples of min_normal / steps; rounding up to `steps` lands exactly on
+    // the smallest normal's code.
+    code = static_cast<int>(std::nearbyint(a / min_normal * static_cast<float>(steps)));
+  } else {
+    int e2;
+    const float m = std::frexp(a, &e2);  // a = m * 2^e2, m in [0.5, 1)
+    int exp = e2 - 1;
+    int q = static_cast<int>(std::nearbyint((m * 2.0f - 1.0f) * static_cast<float>(steps)));
+    if (q == steps) {
+      q = 0;
+      ++exp;
+    }
+    code = ((exp + fmt.bias) << fmt.mant_bits) | q;
+  }
+  if (code > fmt.max_code) code = fmt.max_code;  // rounding just above max: saturate
+  return static_cast<uint8_t>(sign | code);
+}
+
+struct Fp8Tables {
+  float e4m3[256];
+  float e5m2[256];
+  Fp8Tables() {
+    for (int i = 0; i < 256; ++i) {
+      e4m3[i] = DecodeFp8(static_cast<uint8_t>(i), kE4M3, /*ieee_specials=*/false);
+      e5m2[i] = DecodeFp8(static_cast<uint8_t>(i), kE5M2, /*ieee_specials=*/true);
+    }
+  }
+};
+
+const Fp8Tables& Tables() {
+  static const Fp8Tables tables;
+  return tables;
+}
+
+}  // namespace
+
+const float* Fp8E4M3Table() { return Tables().e4m3; }
+const float* Fp8E5M2Table() { return Tables().e5m2; }
+float Fp8E4M3ToFp32(uint8_t v) { return Tables().e4m3[v]; }
+float Fp8E5M2ToFp32(uint8_t v) { return Tables().e5m2[v]; }
+uint8_t Fp32ToFp8E4M3(float f, bool* clipped) { return EncodeFp8(f, kE4M3, clipped); }
+uint8_t Fp32ToFp8E5M2(float f, bool* clipped) { return EncodeFp8(f, kE5M2, clipped); }
+
 void DequantizeRow(DType dtype, const void* src, float* dst, int64_t n) {
   switch (dtype) {
     case DType::kF32:
@@ -119,6 +201,12 @@ void DequantizeRow(DType dtype, const void* src, float* dst, int64_t n) {
         float d = Fp16ToFp32(b[i].d);
         for (int j = 0; j < kQ8_0BlockElems; ++j) dst[i * kQ8_0BlockElems + j] = d * b[i].qs[j];
       }
+      return;
+    }
+    case DType::kFp8E4M3: case DType::kFp8E5M2: {
+      const uint8_t* b = static_cast<const uint8_t*>(src);
+      const float* table = dtype == DType::kFp8E4M3 ? Fp8E4M3Table() : Fp8E5M2Table();
+      for (int64_t i = 0; i < n; ++i) dst[i] = table[b[i]];
       return;
     }
     default:
@@ -154,6 +242,13 @@ void QuantizeRow(DType dtype, const float* src, void* dst, int64_t n) {
         for (int j = 0; j < kQ8_0BlockElems; ++j) {
           b[i].qs[j] = static_cast<int8_t>(std::lround(x[j] * id));
         }
+      }
+      return;
+    }
+    case DType::kFp8E4M3: case DType::kFp8E5M2: {
+      uint8_t* b = static_cast<uint8_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) {
+        b[i] = dtype == DType::kFp8E4M3 ? Fp32ToFp8E4M3(src[i]) : Fp32ToFp8E5M2(src[i]);
       }
       return;
     }

@@ -60,10 +60,25 @@ inline uint16_t Fp32ToBf16(float f) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
+// OCP FP8 (OFP8 spec): E4M3 "fn" (bias 7, no infinities, 0x7f/0xff NaN, max 448) and E5M2
+// (bias 15, IEEE-like infinities and NaNs, max finite 57344). Decoding is exact (a table).
+// Encoding rounds to nearest even and saturates: any finite |f| above the largest finite
+// value becomes +-max (and sets *clipped when given); NaN stays NaN; +-inf saturates too.
+inline constexpr float kFp8E4M3Max = 448.0f;
+inline constexpr float kFp8E5M2Max = 57344.0f;
+float Fp8E4M3ToFp32(uint8_t v);
+float Fp8E5M2ToFp32(uint8_t v);
+uint8_t Fp32ToFp8E4M3(float f, bool* clipped = nullptr);
+uint8_t Fp32ToFp8E5M2(float f, bool* clipped = nullptr);
+// 256-entry decode tables (index = the byte).
+const float* Fp8E4M3Table();
+const float* Fp8E5M2Table();
+
 // Converts `num_elems` values of `dtype` starting at `src` (which must start on a block
 // boundary) to float. For Q8_0 `num_elems` must be a multiple of 32.
 void DequantizeRow(DType dtype, const void* src, float* dst, int64_t num_elems);
-// Converts floats to `dtype` (f32, f16, bf16 or q8_0; Q8_0 uses absmax / 127 per block).
+// Converts floats to `dtype` (f32, f16, bf16, q8_0 or fp8 with scale 1; Q8_0 uses
+// absmax / 127 per block; fp8 saturates).
 void QuantizeRow(DType dtype, const float* src, void* dst, int64_t num_elems);
 
 }  // namespace kvserve

@@ -1,0 +1,69 @@
+// Paged attention: causal attention whose keys and values live in fixed-size blocks of a
+// shared pool (see kv/kv_storage.h), reached through each sequence's block table, stored as
+// f32, f16, bf16, fp8 (E4M3/E5M2, per-KV-head scales) or int8 (per-token, per-KV-head
+// scales) and converted to float on the fly.
+//
+// Signatures are backend-neutral; kernels/reference has the scalar oracle (gather the
+// sequence's KV into dense float rows, then reference::DenseAttention), kernels/cpu the SIMD
+// and threaded versions. All functions are thread-safe for distinct `out` buffers.
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+#include "tensor/dtype.h"
+
+namespace kvserve::kernels {
+
+// One layer's paged K/V as the kernels read it (a view; owns nothing).
+struct PagedKv {
+  DType dtype = DType::kF32;  // f32, f16, bf16, fp8_e4m3, fp8_e5m2 or int8 (kI8)
+  int64_t block_size = 0;     // tokens per block
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  // [num_blocks, block_size, num_kv_heads, head_dim] values of `dtype`. Slot s (token s %
+  // block_size of block s / block_size) starts at element s * num_kv_heads * head_dim.
+  const void* k = nullptr;
+  const void* v = nullptr;
+  // fp8 only: one scale per KV head ([num_kv_heads]); the real value is stored * scale.
+  const float* k_head_scales = nullptr;
+  const float* v_head_scales = nullptr;
+  // int8 only: one scale per slot and KV head ([num_blocks, block_size, num_kv_heads]); the
+  // real value is stored * scale.
+  const float* k_token_scales = nullptr;
+  const float* v_token_scales = nullptr;
+};
+
+// One sequence of a batch. Its keys are positions 0 .. num_keys - 1; its queries are the last
+// num_queries positions (num_keys - num_queries .. num_keys - 1), each attending causally to
+// keys 0 .. its own position. Query rows are q[query_offset .. query_offset + num_queries).
+struct PagedSeq {
+  const int32_t* block_table = nullptr;  // ceil(num_keys / block_size) block ids
+  int64_t num_keys = 0;                  // >= num_queries >= 1
+  int64_t num_queries = 0;
+  int64_t query_offset = 0;
+};
+
+struct PagedAttentionShape {
+  int64_t num_heads = 0;  // query heads; head h uses KV head h / (num_heads / num_kv_heads)
+  float scale = 0.0f;     // usually 1 / sqrt(head_dim)
+};
+
+// q, out: [total_rows, num_heads, head_dim] float32 (rows of all sequences).
+//
+// Prefill (or any chunk): one sequence with num_queries >= 1 tokens; cached context plus the
+// chunk itself.
+void PagedPrefillAttention(const float* q, const PagedKv& kv, const PagedSeq& seq,
+                           const PagedAttentionShape& shape, float* out, ThreadPool* pool);
+// Decode: many sequences with num_queries == 1 each, in one call. Long contexts are split
+// into partitions processed in parallel and merged (flash-decoding), so that one long
+// sequence still uses every thread.
+void PagedDecodeAttention(const float* q, const PagedKv& kv, const PagedSeq* seqs,
+                          int64_t num_seqs, const PagedAttentionShape& shape, float* out,
+                          ThreadPool* pool);
+// A mixed batch: decode sequences (num_queries == 1) through PagedDecodeAttention, the others
+// through PagedPrefillAttention.
+void PagedAttention(const float* q, const PagedKv& kv, const PagedSeq* seqs, int64_t num_seqs,
+                    const PagedAttentionShape& shape, float* out, ThreadPool* pool);
+
+}  // namespace kvserve::kernels
