@@ -100,14 +100,17 @@ uint16_t Fp32ToFp16(float f) {
 namespace {
 
 // Format of one FP8 flavour: mantissa bits, exponent bias, largest finite code (without sign).
+// clip_threshold: max_value plus half the gap below it; magnitudes up to it round to max_value
+// anyway, beyond it they saturate.
 struct Fp8Format {
   int mant_bits;
   int bias;
   uint8_t max_code;
   float max_value;
+  float clip_threshold;
 };
-constexpr Fp8Format kE4M3{3, 7, 0x7e, kFp8E4M3Max};
-constexpr Fp8Format kE5M2{2, 15, 0x7b, kFp8E5M2Max};
+constexpr Fp8Format kE4M3{3, 7, 0x7e, kFp8E4M3Max, 464.0f};
+constexpr Fp8Format kE5M2{2, 15, 0x7b, kFp8E5M2Max, 61440.0f};
 
 float DecodeFp8(uint8_t v, const Fp8Format& fmt, bool ieee_specials) {
   const float sign = (v & 0x80) ? -1.0f : 1.0f;
@@ -129,7 +132,7 @@ uint8_t EncodeFp8(float f, const Fp8Format& fmt, bool* clipped) {
   const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
   const float a = std::fabs(f);
   if (a > fmt.max_value) {
-    if (clipped != nullptr) *clipped = true;
+    if (clipped != nullptr && a > fmt.clip_threshold) *clipped = true;
     return sign | fmt.max_code;
   }
   const int steps = 1 << fmt.mant_bits;

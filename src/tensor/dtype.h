@@ -63,7 +63,9 @@ inline uint16_t Fp32ToBf16(float f) {
 // OCP FP8 (OFP8 spec): E4M3 "fn" (bias 7, no infinities, 0x7f/0xff NaN, max 448) and E5M2
 // (bias 15, IEEE-like infinities and NaNs, max finite 57344). Decoding is exact (a table).
 // Encoding rounds to nearest even and saturates: any finite |f| above the largest finite
-// value becomes +-max (and sets *clipped when given); NaN stays NaN; +-inf saturates too.
+// value becomes +-max; NaN stays NaN; +-inf saturates too. *clipped (when given) is set when
+// |f| is beyond what rounds to max anyway (above max + half the last gap: 464 for E4M3,
+// 61440 for E5M2), i.e. when saturation changed the value.
 inline constexpr float kFp8E4M3Max = 448.0f;
 inline constexpr float kFp8E5M2Max = 57344.0f;
 float Fp8E4M3ToFp32(uint8_t v);

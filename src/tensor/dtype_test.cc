@@ -39,7 +39,8 @@ TEST(Fp8Test, E5M2KnownValues) {
 
 // Every finite code encodes back to itself, and every float rounds to a nearest code (ties to
 // the even code), checked against a brute-force search over the table.
-void CheckRoundTripAndNearest(const float* table, uint8_t (*encode)(float, bool*), float max) {
+void CheckRoundTripAndNearest(const float* table, uint8_t (*encode)(float, bool*), float max,
+                              float clip_threshold) {
   for (int i = 0; i < 256; ++i) {
     const float v = table[i];
     if (!std::isfinite(v)) continue;
@@ -59,7 +60,7 @@ void CheckRoundTripAndNearest(const float* table, uint8_t (*encode)(float, bool*
     const float x = (state & 0x80000000u) ? -mag : mag;
     bool clipped = false;
     const uint8_t code = encode(x, &clipped);
-    EXPECT_EQ(clipped, std::fabs(x) > max) << x;
+    EXPECT_EQ(clipped, std::fabs(x) > clip_threshold) << x;
     if (std::fabs(x) > max) {
       EXPECT_EQ(table[code], x > 0 ? max : -max);
       continue;
@@ -73,7 +74,7 @@ void CheckRoundTripAndNearest(const float* table, uint8_t (*encode)(float, bool*
 }
 
 TEST(Fp8Test, E4M3RoundsToNearestAndSaturates) {
-  CheckRoundTripAndNearest(Fp8E4M3Table(), Fp32ToFp8E4M3, kFp8E4M3Max);
+  CheckRoundTripAndNearest(Fp8E4M3Table(), Fp32ToFp8E4M3, kFp8E4M3Max, 464.0f);
   EXPECT_EQ(Fp8E4M3ToFp32(Fp32ToFp8E4M3(1e9f)), 448.0f);
   EXPECT_EQ(Fp8E4M3ToFp32(Fp32ToFp8E4M3(-INFINITY)), -448.0f);
   EXPECT_TRUE(std::isnan(Fp8E4M3ToFp32(Fp32ToFp8E4M3(NAN))));
@@ -83,7 +84,7 @@ TEST(Fp8Test, E4M3RoundsToNearestAndSaturates) {
 }
 
 TEST(Fp8Test, E5M2RoundsToNearestAndSaturates) {
-  CheckRoundTripAndNearest(Fp8E5M2Table(), Fp32ToFp8E5M2, kFp8E5M2Max);
+  CheckRoundTripAndNearest(Fp8E5M2Table(), Fp32ToFp8E5M2, kFp8E5M2Max, 61440.0f);
 }
 
 TEST(Fp8Test, RowsRoundTrip) {

@@ -1,0 +1,251 @@
+#include "kv/kv_storage.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <new>
+
+#include "base/check.h"
+
+namespace kvserve {
+
+const char* KvScaleSourceName(KvScaleSource source) {
+  switch (source) {
+    case KvScaleSource::kNone: return "none";
+    case KvScaleSource::kCalibrated: return "calibrated";
+    case KvScaleSource::kModelFile: return "model file";
+    case KvScaleSource::kManual: return "manual";
+  }
+  return "?";
+}
+
+int64_t KvQuantStats::total_clipped() const {
+  int64_t total = 0;
+  for (int64_t c : clipped_k) total += c;
+  for (int64_t c : clipped_v) total += c;
+  return total;
+}
+
+void KvStorage::AlignedFree::operator()(void* p) const { std::free(p); }
+
+namespace {
+
+bool IsFp8(DType d) { return d == DType::kFp8E4M3 || d == DType::kFp8E5M2; }
+
+// 64-byte aligned, uninitialised; null on failure.
+void* AllocateAligned(int64_t bytes) {
+  if (bytes <= 0) return nullptr;
+  const size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
+  return std::aligned_alloc(64, rounded);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<KvStorage>> KvStorage::Create(const KvCacheSpec& spec,
+                                                       int64_t num_blocks) {
+  KV_RETURN_IF_ERROR(spec.Validate());
+  if (spec.layout != KvLayout::kSeparateKv) {
+    return UnimplementedError("KV storage for MLA latent caches is not implemented yet");
+  }
+  if (num_blocks <= 0) return InvalidArgumentError("KV storage needs at least one block");
+  const double want_bytes = static_cast<double>(num_blocks) *
+                           static_cast<double>(spec.bytes_per_block());
+  if (want_bytes > 4.0e18) {
+    return ResourceExhaustedError("a KV cache of " + std::to_string(num_blocks) +
+                                  " blocks is too large to allocate");
+  }
+  std::unique_ptr<KvStorage> s(new KvStorage(spec, num_blocks));
+  const int64_t kv_dim = spec.num_kv_heads * spec.head_dim;
+  const int64_t slots = num_blocks * spec.block_size;
+  const int64_t page_bytes = slots * kv_dim * spec.value_bytes();
+  const int64_t scale_bytes = spec.dtype == DType::kI8 ? slots * spec.num_kv_heads * 4 : 0;
+  s->layers_.resize(static_cast<size_t>(spec.num_layers));
+  for (Layer& layer : s->layers_) {
+    layer.k.reset(static_cast<uint8_t*>(AllocateAligned(page_bytes)));
+    layer.v.reset(static_cast<uint8_t*>(AllocateAligned(page_bytes)));
+    bool ok = layer.k && layer.v;
+    if (scale_bytes > 0) {
+      layer.k_scales.reset(static_cast<float*>(AllocateAligned(scale_bytes)));
+      layer.v_scales.reset(static_cast<float*>(AllocateAligned(scale_bytes)));
+      ok = ok && layer.k_scales && layer.v_scales;
+    }
+    if (!ok) {
+      return ResourceExhaustedError("could not allocate " +
+                                    FormatBytesDecimalAndBinary(static_cast<double>(
+                                        spec.num_layers * 2 * (page_bytes + scale_bytes))) +
+                                    " of KV cache");
+    }
+    s->total_bytes_ += 2 * (page_bytes + scale_bytes);
+  }
+  s->total_bytes_ += spec.fixed_scale_bytes();
+  s->quant_stats_.clipped_k.assign(static_cast<size_t>(spec.num_layers), 0);
+  s->quant_stats_.clipped_v.assign(static_cast<size_t>(spec.num_layers), 0);
+  return s;
+}
+
+Status KvStorage::SetScales(KvScales scales) {
+  if (!IsFp8(spec_.dtype)) {
+    return InvalidArgumentError(std::string("KV dtype ") + DTypeName(spec_.dtype) +
+                                " takes no fixed scales");
+  }
+  const size_t n = static_cast<size_t>(spec_.num_layers * spec_.num_kv_heads);
+  if (scales.k.size() != n || scales.v.size() != n) {
+    return InvalidArgumentError("fp8 KV scales: expected " + std::to_string(n) +
+                                " per K and V (layers x KV heads), got " +
+                                std::to_string(scales.k.size()) + " and " +
+                                std::to_string(scales.v.size()));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!(scales.k[i] > 0.0f) || !std::isfinite(scales.k[i]) || !(scales.v[i] > 0.0f) ||
+        !std::isfinite(scales.v[i])) {
+      return InvalidArgumentError("fp8 KV scales must be positive and finite");
+    }
+  }
+  inv_k_scales_.resize(n);
+  inv_v_scales_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    inv_k_scales_[i] = 1.0f / scales.k[i];
+    inv_v_scales_[i] = 1.0f / scales.v[i];
+  }
+  scales_ = std::move(scales);
+  return OkStatus();
+}
+
+const float* KvStorage::k_head_scales(int64_t layer) const {
+  return scales_.k.empty() ? nullptr : scales_.k.data() + layer * spec_.num_kv_heads;
+}
+const float* KvStorage::v_head_scales(int64_t layer) const {
+  return scales_.v.empty() ? nullptr : scales_.v.data() + layer * spec_.num_kv_heads;
+}
+
+void KvStorage::observe_absmax(bool on) {
+  observing_ = on;
+  const size_t n = static_cast<size_t>(spec_.num_layers * spec_.num_kv_heads);
+  if (on && absmax_k_.size() != n) {
+    absmax_k_.assign(n, 0.0f);
+    absmax_v_.assign(n, 0.0f);
+  }
+}
+
+namespace {
+
+// Converts one head's values (hd floats) into the slot's storage. Returns the clipped count.
+int64_t StoreHead(DType dtype, const float* x, int64_t hd, float inv_scale, uint8_t* dst,
+                  float* token_scale) {
+  int64_t clipped = 0;
+  switch (dtype) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+      QuantizeRow(dtype, x, dst, hd);
+      break;
+    case DType::kFp8E4M3:
+    case DType::kFp8E5M2: {
+      const bool e4m3 = dtype == DType::kFp8E4M3;
+      for (int64_t i = 0; i < hd; ++i) {
+        bool c = false;
+        dst[i] = e4m3 ? Fp32ToFp8E4M3(x[i] * inv_scale, &c) : Fp32ToFp8E5M2(x[i] * inv_scale, &c);
+        clipped += c;
+      }
+      break;
+    }
+    case DType::kI8: {
+      float amax = 0.0f;
+      for (int64_t i = 0; i < hd; ++i) amax = std::max(amax, std::fabs(x[i]));
+      const float scale = amax / 127.0f;
+      const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+      int8_t* q = reinterpret_cast<int8_t*>(dst);
+      for (int64_t i = 0; i < hd; ++i) {
+        const long r = std::lround(x[i] * inv);
+        q[i] = static_cast<int8_t>(std::clamp<long>(r, -127, 127));
+      }
+      *token_scale = scale;
+      break;
+    }
+    default:
+      KV_CHECK(false) << "KV dtype " << DTypeName(dtype);
+  }
+  return clipped;
+}
+
+}  // namespace
+
+void KvStorage::Write(int64_t layer, const int64_t* slots, int64_t num_tokens, const float* k,
+                      const float* v) {
+  KV_CHECK(layer >= 0 && layer < spec_.num_layers) << "layer " << layer;
+  const DType dtype = spec_.dtype;
+  KV_CHECK(!IsFp8(dtype) || has_scales()) << "fp8 KV written before its scales were set";
+  const int64_t heads = spec_.num_kv_heads, hd = spec_.head_dim, kv_dim = heads * hd;
+  const int64_t value_bytes = spec_.value_bytes();
+  Layer& L = layers_[static_cast<size_t>(layer)];
+  int64_t clipped_k = 0, clipped_v = 0;
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const int64_t slot = slots[t];
+    KV_CHECK(slot >= 0 && slot < num_slots()) << "slot " << slot << " outside the pool";
+    const float* kt = k + t * kv_dim;
+    const float* vt = v + t * kv_dim;
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t elem = (slot * heads + h) * hd;
+      const size_t sh = static_cast<size_t>(layer * heads + h);
+      const float inv_k = IsFp8(dtype) ? inv_k_scales_[sh] : 1.0f;
+      const float inv_v = IsFp8(dtype) ? inv_v_scales_[sh] : 1.0f;
+      float* ks = dtype == DType::kI8 ? L.k_scales.get() + slot * heads + h : nullptr;
+      float* vs = dtype == DType::kI8 ? L.v_scales.get() + slot * heads + h : nullptr;
+      clipped_k += StoreHead(dtype, kt + h * hd, hd, inv_k, L.k.get() + elem * value_bytes, ks);
+      clipped_v += StoreHead(dtype, vt + h * hd, hd, inv_v, L.v.get() + elem * value_bytes, vs);
+      if (observing_) {
+        for (int64_t i = 0; i < hd; ++i) {
+          absmax_k_[sh] = std::max(absmax_k_[sh], std::fabs(kt[h * hd + i]));
+          absmax_v_[sh] = std::max(absmax_v_[sh], std::fabs(vt[h * hd + i]));
+        }
+      }
+    }
+  }
+  quant_stats_.clipped_k[static_cast<size_t>(layer)] += clipped_k;
+  quant_stats_.clipped_v[static_cast<size_t>(layer)] += clipped_v;
+}
+
+void KvStorage::ReadSlot(int64_t layer, int64_t slot, float* k, float* v) const {
+  KV_CHECK(layer >= 0 && layer < spec_.num_layers && slot >= 0 && slot < num_slots());
+  const int64_t heads = spec_.num_kv_heads, hd = spec_.head_dim;
+  const Layer& L = layers_[static_cast<size_t>(layer)];
+  const int64_t value_bytes = spec_.value_bytes();
+  for (int64_t h = 0; h < heads; ++h) {
+    const int64_t elem = (slot * heads + h) * hd;
+    float k_scale = 1.0f, v_scale = 1.0f;
+    DType raw = spec_.dtype;
+    if (IsFp8(raw)) {
+      k_scale = scales_.k[static_cast<size_t>(layer * heads + h)];
+      v_scale = scales_.v[static_cast<size_t>(layer * heads + h)];
+    }
+    if (raw == DType::kI8) {
+      k_scale = L.k_scales.get()[slot * heads + h];
+      v_scale = L.v_scales.get()[slot * heads + h];
+      const int8_t* kq = reinterpret_cast<const int8_t*>(L.k.get()) + elem;
+      const int8_t* vq = reinterpret_cast<const int8_t*>(L.v.get()) + elem;
+      for (int64_t i = 0; i < hd; ++i) {
+        k[h * hd + i] = kq[i] * k_scale;
+        v[h * hd + i] = vq[i] * v_scale;
+      }
+      continue;
+    }
+    DequantizeRow(raw, L.k.get() + elem * value_bytes, k + h * hd, hd);
+    DequantizeRow(raw, L.v.get() + elem * value_bytes, v + h * hd, hd);
+    for (int64_t i = 0; i < hd; ++i) {
+      k[h * hd + i] *= k_scale;
+      v[h * hd + i] *= v_scale;
+    }
+  }
+}
+
+KvScales Fp8ScalesFromAbsmax(DType dtype, const std::vector<float>& absmax_k,
+                             const std::vector<float>& absmax_v, float headroom) {
+  const float max = dtype == DType::kFp8E5M2 ? kFp8E5M2Max : kFp8E4M3Max;
+  KvScales scales;
+  auto one = [&](float amax) { return amax > 0.0f ? amax * headroom / max : 1.0f / max; };
+  for (float a : absmax_k) scales.k.push_back(one(a));
+  for (float a : absmax_v) scales.v.push_back(one(a));
+  return scales;
+}
+
+}  // namespace kvserve

@@ -1,0 +1,119 @@
+// KvStorage: the physical KV pages of every layer in the cache's dtype, their scales, and the
+// quantizing write path.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "kv/kv_spec.h"
+
+namespace kvserve {
+
+// Where fp8 scales came from (printed at start-up, exported in stats and metrics).
+enum class KvScaleSource {
+  kNone,        // the dtype needs no fixed scales (f32, f16, bf16, int8)
+  kCalibrated,  // measured at start-up by a calibration pass
+  kModelFile,   // read from the model file
+  kManual,      // given by the caller (tests, tools)
+};
+const char* KvScaleSourceName(KvScaleSource source);
+
+// Per-layer, per-KV-head fp8 scales for K and V ([num_layers * num_kv_heads] each, layer
+// major); the real value is stored * scale.
+struct KvScales {
+  std::vector<float> k;
+  std::vector<float> v;
+  KvScaleSource source = KvScaleSource::kNone;
+  std::string detail;  // e.g. "512 tokens of built-in text" or a file name
+};
+
+// Quantization counters, per layer.
+struct KvQuantStats {
+  std::vector<int64_t> clipped_k;  // fp8 values that saturated at +-max, per layer
+  std::vector<int64_t> clipped_v;
+  int64_t total_clipped() const;
+};
+
+// Owns the pages of all layers: for K and for V, [num_blocks, block_size, num_kv_heads,
+// head_dim] values of spec.dtype per layer; for int8 also [num_blocks, block_size,
+// num_kv_heads] float scales per layer; for fp8 the fixed per-head scales. Pages are
+// allocated once, uninitialised (the OS commits them on first write).
+// Engine thread only; Write() of one layer must not race with a reader of that layer.
+class KvStorage {
+ public:
+  // Fails (ResourceExhausted) when the memory cannot be allocated, or on an invalid spec.
+  // fp8 storage starts without scales: SetScales() must be called before Write().
+  static StatusOr<std::unique_ptr<KvStorage>> Create(const KvCacheSpec& spec,
+                                                     int64_t num_blocks);
+  KvStorage(const KvStorage&) = delete;
+  KvStorage& operator=(const KvStorage&) = delete;
+
+  const KvCacheSpec& spec() const { return spec_; }
+  int64_t num_blocks() const { return num_blocks_; }
+  int64_t num_slots() const { return num_blocks_ * spec_.block_size; }
+  // Bytes of pages and scales over all layers.
+  int64_t total_bytes() const { return total_bytes_; }
+
+  // fp8: installs per-layer, per-head scales (each > 0 and finite). Other dtypes: error.
+  Status SetScales(KvScales scales);
+  const KvScales& scales() const { return scales_; }
+  bool has_scales() const { return !scales_.k.empty(); }
+
+  // Writes num_tokens rows of K and V ([num_tokens, num_kv_heads * head_dim] float32, keys
+  // already rotated) into the given slots of `layer`, converting to the storage dtype: fp8
+  // divides by the head's scale and saturates (counted in quant_stats()), int8 computes a
+  // scale per token and head (absmax / 127). With observe_absmax() on, also records the
+  // largest |K| and |V| seen per layer and head (for calibration).
+  void Write(int64_t layer, const int64_t* slots, int64_t num_tokens, const float* k,
+             const float* v);
+  // Dequantized K and V of one slot ([num_kv_heads * head_dim] each), for tests and tools.
+  void ReadSlot(int64_t layer, int64_t slot, float* k, float* v) const;
+
+  // Raw pages and scales for the attention kernels.
+  const void* k_pages(int64_t layer) const { return layers_[layer].k.get(); }
+  const void* v_pages(int64_t layer) const { return layers_[layer].v.get(); }
+  const float* k_token_scales(int64_t layer) const { return layers_[layer].k_scales.get(); }
+  const float* v_token_scales(int64_t layer) const { return layers_[layer].v_scales.get(); }
+  // fp8: [num_kv_heads] scales of a layer; null before SetScales or for other dtypes.
+  const float* k_head_scales(int64_t layer) const;
+  const float* v_head_scales(int64_t layer) const;
+
+  const KvQuantStats& quant_stats() const { return quant_stats_; }
+
+  // Calibration support: while on, Write() tracks per-layer, per-head absmax of K and V.
+  void observe_absmax(bool on);
+  // [num_layers * num_kv_heads], layer major.
+  const std::vector<float>& absmax_k() const { return absmax_k_; }
+  const std::vector<float>& absmax_v() const { return absmax_v_; }
+
+ private:
+  struct AlignedFree {
+    void operator()(void* p) const;
+  };
+  struct Layer {
+    std::unique_ptr<uint8_t, AlignedFree> k, v;          // pages
+    std::unique_ptr<float, AlignedFree> k_scales, v_scales;  // int8 per-slot scales
+  };
+  KvStorage(const KvCacheSpec& spec, int64_t num_blocks) : spec_(spec), num_blocks_(num_blocks) {}
+
+  KvCacheSpec spec_;
+  int64_t num_blocks_;
+  int64_t total_bytes_ = 0;
+  std::vector<Layer> layers_;
+  KvScales scales_;
+  std::vector<float> inv_k_scales_, inv_v_scales_;  // 1 / scales_
+  KvQuantStats quant_stats_;
+  bool observing_ = false;
+  std::vector<float> absmax_k_, absmax_v_;
+};
+
+// Fp8 scales from observed absmax: scale = absmax * headroom / fp8 max, so that values up to
+// `headroom` times the calibration maximum still fit before saturating. Heads whose absmax is
+// 0 get the smallest scale that keeps 1.0 representable.
+KvScales Fp8ScalesFromAbsmax(DType dtype, const std::vector<float>& absmax_k,
+                             const std::vector<float>& absmax_v, float headroom);
+
+}  // namespace kvserve

@@ -1,0 +1,153 @@
+#include "kv/kv_storage.h"
+
+#include <cmath>
+#include <random>
+
+#include <gtest/gtest.h>
+
+namespace kvserve {
+namespace {
+
+KvCacheSpec Spec(DType dtype) {
+  KvCacheSpec spec;
+  spec.num_layers = 2;
+  spec.num_kv_heads = 3;
+  spec.head_dim = 40;
+  spec.dtype = dtype;
+  spec.block_size = 4;
+  return spec;
+}
+
+std::vector<float> RandomRows(int64_t n, uint32_t seed, float magnitude) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, magnitude);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (float& v : x) v = dist(rng);
+  return x;
+}
+
+// Relative error bound per dtype of one stored value (vs the head's absmax for int8/fp8).
+float Bound(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return 0.0f;
+    case DType::kF16: return 1.0f / 1024;
+    case DType::kBF16: return 1.0f / 128;
+    case DType::kFp8E4M3: return 1.0f / 8;
+    case DType::kFp8E5M2: return 1.0f / 4;
+    case DType::kI8: return 1.0f / 127;
+    default: return 1.0f;
+  }
+}
+
+class KvStorageDtypeTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(KvStorageDtypeTest, WriteThenReadBackWithinBound) {
+  const DType dtype = GetParam();
+  const KvCacheSpec spec = Spec(dtype);
+  auto storage_or = KvStorage::Create(spec, 5);
+  ASSERT_TRUE(storage_or.ok()) << storage_or.status().ToString();
+  KvStorage& storage = **storage_or;
+  const int64_t kv_dim = spec.num_kv_heads * spec.head_dim;
+  EXPECT_EQ(storage.total_bytes(), 5 * spec.bytes_per_block() + spec.fixed_scale_bytes());
+  const std::vector<float> k = RandomRows(6 * kv_dim, 1, 2.0f);
+  const std::vector<float> v = RandomRows(6 * kv_dim, 2, 0.5f);
+  if (dtype == DType::kFp8E4M3 || dtype == DType::kFp8E5M2) {
+    // Calibrate on the same data through an f32 observer.
+    auto observer = KvStorage::Create(Spec(DType::kF32), 5);
+    ASSERT_TRUE(observer.ok());
+    (*observer)->observe_absmax(true);
+    const int64_t obs_slots[6] = {0, 1, 2, 3, 4, 5};
+    for (int64_t l = 0; l < 2; ++l) (*observer)->Write(l, obs_slots, 6, k.data(), v.data());
+    KvScales scales = Fp8ScalesFromAbsmax(dtype, (*observer)->absmax_k(),
+                                          (*observer)->absmax_v(), 1.0f);
+    scales.source = KvScaleSource::kCalibrated;
+    ASSERT_TRUE(storage.SetScales(scales).ok());
+  }
+  const int64_t slots[6] = {19, 0, 7, 8, 3, 12};
+  storage.Write(1, slots, 6, k.data(), v.data());
+  std::vector<float> kb(static_cast<size_t>(kv_dim)), vb(static_cast<size_t>(kv_dim));
+  for (int t = 0; t < 6; ++t) {
+    storage.ReadSlot(1, slots[t], kb.data(), vb.data());
+    for (int64_t h = 0; h < spec.num_kv_heads; ++h) {
+      float amax_k = 0, amax_v = 0;
+      for (int64_t i = 0; i < spec.head_dim; ++i) {
+        amax_k = std::max(amax_k, std::fabs(k[t * kv_dim + h * spec.head_dim + i]));
+        amax_v = std::max(amax_v, std::fabs(v[t * kv_dim + h * spec.head_dim + i]));
+      }
+      for (int64_t i = 0; i < spec.head_dim; ++i) {
+        const size_t j = static_cast<size_t>(h * spec.head_dim + i);
+        const float xk = k[t * kv_dim + j], xv = v[t * kv_dim + j];
+        // Floating formats: relative to the value (plus the subnormal floor); int8: absolute
+        // in units of the head's absmax.
+        const bool is_int = dtype == DType::kI8;
+        const float tol_k = Bound(dtype) * (is_int ? amax_k / 2 : std::fabs(xk)) + 1e-3f * amax_k * (dtype != DType::kF32);
+        const float tol_v = Bound(dtype) * (is_int ? amax_v / 2 : std::fabs(xv)) + 1e-3f * amax_v * (dtype != DType::kF32);
+        ASSERT_LE(std::fabs(kb[j] - xk), tol_k) << DTypeName(dtype) << " t=" << t << " j=" << j;
+        ASSERT_LE(std::fabs(vb[j] - xv), tol_v) << DTypeName(dtype) << " t=" << t << " j=" << j;
+      }
+    }
+  }
+  EXPECT_EQ(storage.quant_stats().total_clipped(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDtypes, KvStorageDtypeTest,
+                         ::testing::Values(DType::kF32, DType::kF16, DType::kBF16,
+                                           DType::kFp8E4M3, DType::kFp8E5M2, DType::kI8),
+                         [](const auto& info) { return std::string(DTypeName(info.param)); });
+
+TEST(KvStorageTest, Fp8CountsSaturationPerLayer) {
+  auto storage = KvStorage::Create(Spec(DType::kFp8E4M3), 2);
+  ASSERT_TRUE(storage.ok());
+  const size_t n = 2 * 3;
+  KvScales scales{std::vector<float>(n, 1.0f / 448), std::vector<float>(n, 1.0f / 448),
+                  KvScaleSource::kManual, "test"};
+  ASSERT_TRUE((*storage)->SetScales(scales).ok());
+  std::vector<float> k(120, 0.5f), v(120, 0.5f);
+  k[0] = 3.0f;   // 3 * 448 > 448: clipped
+  k[5] = -1.5f;  // clipped
+  v[7] = 1.0f;   // exactly max: not clipped
+  const int64_t slot = 6;
+  (*storage)->Write(1, &slot, 1, k.data(), v.data());
+  EXPECT_EQ((*storage)->quant_stats().clipped_k[0], 0);
+  EXPECT_EQ((*storage)->quant_stats().clipped_k[1], 2);
+  EXPECT_EQ((*storage)->quant_stats().clipped_v[1], 0);
+  std::vector<float> kb(120), vb(120);
+  (*storage)->ReadSlot(1, slot, kb.data(), vb.data());
+  EXPECT_FLOAT_EQ(kb[0], 1.0f);
+  EXPECT_FLOAT_EQ(kb[5], -1.0f);
+}
+
+TEST(KvStorageTest, Int8ScaleIsPerTokenAndHead) {
+  auto storage = KvStorage::Create(Spec(DType::kI8), 1);
+  ASSERT_TRUE(storage.ok());
+  std::vector<float> k(120, 0.0f), v(120, 0.0f);
+  k[0] = 127.0f;       // head 0: scale 1
+  k[40 + 3] = -2.54f;  // head 1: scale 0.02
+  const int64_t slot = 2;
+  (*storage)->Write(0, &slot, 1, k.data(), v.data());
+  EXPECT_FLOAT_EQ((*storage)->k_token_scales(0)[slot * 3 + 0], 1.0f);
+  EXPECT_FLOAT_EQ((*storage)->k_token_scales(0)[slot * 3 + 1], 0.02f);
+  EXPECT_FLOAT_EQ((*storage)->k_token_scales(0)[slot * 3 + 2], 0.0f);  // all-zero head
+  std::vector<float> kb(120), vb(120);
+  (*storage)->ReadSlot(0, slot, kb.data(), vb.data());
+  EXPECT_FLOAT_EQ(kb[43], -2.54f);
+  EXPECT_EQ(vb[0], 0.0f);
+}
+
+TEST(KvStorageTest, RejectsBadScalesAndSizes) {
+  auto storage = KvStorage::Create(Spec(DType::kFp8E5M2), 1);
+  ASSERT_TRUE(storage.ok());
+  EXPECT_FALSE((*storage)->SetScales(KvScales{{1.0f}, {1.0f}, KvScaleSource::kManual, ""}).ok());  // wrong count
+  EXPECT_FALSE((*storage)
+                   ->SetScales(KvScales{std::vector<float>(6, 0.0f), std::vector<float>(6, 1.0f), KvScaleSource::kManual, ""})
+                   .ok());
+  auto f16 = KvStorage::Create(Spec(DType::kF16), 1);
+  ASSERT_TRUE(f16.ok());
+  EXPECT_FALSE((*f16)->SetScales(KvScales{std::vector<float>(6, 1.0f), std::vector<float>(6, 1.0f), KvScaleSource::kManual, ""}).ok());
+  EXPECT_EQ(KvStorage::Create(Spec(DType::kF16), int64_t{1} << 60).status().code(),
+            StatusCode::kResourceExhausted);
+  EXPECT_FALSE(KvStorage::Create(Spec(DType::kF16), 0).ok());
+}
+
+}  // namespace
+}  // namespace kvserve
