@@ -5,10 +5,20 @@
 // Compare with build/bench/ceiling --threads N. Other kernels (RmsNorm, Softmax, ...) are
 // benchmarked at the end on model-sized vectors.
 //   kernels_bench --benchmark_filter='Matmul/.*q8_0' --benchmark_min_time=0.3
+// PagedDecode/<geometry>/<kv dtype>/ctx:N/threads:T: decode attention (one query token) of one
+// sequence over N cached tokens in 16-token blocks at shuffled block ids, one layer. Counter:
+//   kv_GBps   bytes of K and V (plus int8 slot scales / fp8 head scales) read per second
+//   kernels_bench --benchmark_filter='PagedDecode' --benchmark_min_time=0.1
 #include <benchmark/benchmark.h>
+#include <sys/mman.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <tuple>
@@ -16,6 +26,7 @@
 
 #include "base/thread_pool.h"
 #include "kernels/kernels.h"
+#include "kernels/paged_attention.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
 
@@ -150,6 +161,140 @@ int RegisterMatmuls() {
   return 0;
 }
 const int kRegistered = RegisterMatmuls();
+
+struct AttnGeometry {
+  const char* name;
+  int64_t num_heads;
+  int64_t num_kv_heads;
+  int64_t head_dim;
+};
+
+const AttnGeometry kAttnGeometries[] = {
+    {"smollm2_135m", 9, 3, 64},   // 9 query heads, 3 KV heads
+    {"llama", 32, 8, 128},        // Llama-3-8B-like
+};
+
+// One layer's paged KV for one sequence (the last one built is kept: registrations for the
+// same geometry, dtype and context run back to back).
+struct PagedKvData {
+  // [num_blocks, 16, num_kv_heads, head_dim]; 2 MiB aligned, transparent huge pages asked for
+  // unless KVSERVE_BENCH_NO_HUGEPAGES is set.
+  std::unique_ptr<uint8_t, decltype(&std::free)> k{nullptr, &std::free}, v{nullptr, &std::free};
+  std::vector<float> head_scales;             // fp8: [num_kv_heads]
+  std::vector<float> token_scales;            // int8: [num_blocks * 16, num_kv_heads]
+  std::vector<int32_t> block_table;
+  kernels::PagedKv kv;
+  int64_t bytes_read = 0;                     // per attention call
+};
+
+const PagedKvData& PagedData(const AttnGeometry& geo, DType dtype, int64_t context) {
+  static std::tuple<const char*, int, int64_t> key{nullptr, 0, 0};
+  static std::unique_ptr<PagedKvData> data;
+  auto wanted = std::make_tuple(geo.name, static_cast<int>(dtype), context);
+  if (data && key == wanted) return *data;
+  data.reset();  // free the previous one first
+  data = std::make_unique<PagedKvData>();
+  key = wanted;
+  constexpr int64_t kBlockSize = 16;
+  const int64_t num_blocks = (context + kBlockSize - 1) / kBlockSize;
+  const int64_t values = num_blocks * kBlockSize * geo.num_kv_heads * geo.head_dim;
+  const int64_t value_bytes = DTypeBlockBytes(dtype);
+  // Values: a pool of 4096 normal draws converted once, then repeated (speed does not depend
+  // on the values; converting 10^8 values one by one would take seconds).
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  constexpr int64_t kPool = 4096;
+  std::vector<uint8_t> pool(kPool * value_bytes);
+  for (int64_t i = 0; i < kPool; ++i) {
+    const float x = dist(rng);
+    uint8_t* dst = pool.data() + i * value_bytes;
+    switch (dtype) {
+      case DType::kFp8E4M3: *dst = Fp32ToFp8E4M3(x * 100.0f); break;
+      case DType::kFp8E5M2: *dst = Fp32ToFp8E5M2(x * 100.0f); break;
+      case DType::kI8: *dst = static_cast<uint8_t>(static_cast<int8_t>(std::clamp(x * 40.0f, -127.0f, 127.0f))); break;
+      default: QuantizeRow(dtype, &x, dst, 1);
+    }
+  }
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t bytes = (static_cast<size_t>(values * value_bytes) + kHuge - 1) / kHuge * kHuge;
+  for (auto* buf : {&data->k, &data->v}) {
+    buf->reset(static_cast<uint8_t*>(std::aligned_alloc(kHuge, bytes)));
+    if (std::getenv("KVSERVE_BENCH_NO_HUGEPAGES") == nullptr) {
+      madvise(buf->get(), bytes, MADV_HUGEPAGE);
+    }
+    for (int64_t off = 0; off < values * value_bytes; off += kPool * value_bytes) {
+      std::memcpy(buf->get() + off, pool.data(),
+                  std::min<int64_t>(kPool * value_bytes, values * value_bytes - off));
+    }
+  }
+  data->block_table.resize(num_blocks);
+  std::iota(data->block_table.begin(), data->block_table.end(), 0);
+  std::shuffle(data->block_table.begin(), data->block_table.end(), rng);
+  kernels::PagedKv& kv = data->kv;
+  kv.dtype = dtype;
+  kv.block_size = kBlockSize;
+  kv.num_kv_heads = geo.num_kv_heads;
+  kv.head_dim = geo.head_dim;
+  kv.k = data->k.get();
+  kv.v = data->v.get();
+  data->bytes_read = 2 * context * geo.num_kv_heads * geo.head_dim * value_bytes;
+  if (dtype == DType::kFp8E4M3 || dtype == DType::kFp8E5M2) {
+    data->head_scales.assign(geo.num_kv_heads, 0.01f);
+    kv.k_head_scales = kv.v_head_scales = data->head_scales.data();
+    data->bytes_read += 2 * geo.num_kv_heads * 4;
+  }
+  if (dtype == DType::kI8) {
+    data->token_scales.assign(num_blocks * kBlockSize * geo.num_kv_heads, 0.025f);
+    kv.k_token_scales = kv.v_token_scales = data->token_scales.data();
+    data->bytes_read += 2 * context * geo.num_kv_heads * 4;
+  }
+  return *data;
+}
+
+void BM_PagedDecode(benchmark::State& state, AttnGeometry geo, DType dtype, int64_t context,
+                    int threads) {
+  const PagedKvData& data = PagedData(geo, dtype, context);
+  kernels::PagedSeq seq;
+  seq.block_table = data.block_table.data();
+  seq.num_keys = context;
+  seq.num_queries = 1;
+  kernels::PagedAttentionShape shape;
+  shape.num_heads = geo.num_heads;
+  shape.scale = 1.0f / std::sqrt(static_cast<float>(geo.head_dim));
+  std::vector<float> q(geo.num_heads * geo.head_dim), out(q.size());
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (auto& x : q) x = dist(rng);
+  ThreadPool* pool = threads > 1 ? Pool(threads) : nullptr;
+  for (auto _ : state) {
+    kernels::PagedDecodeAttention(q.data(), data.kv, &seq, 1, shape, out.data(), pool);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["kv_GBps"] = benchmark::Counter(
+      static_cast<double>(data.bytes_read) * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(kernels::SimdEnabled() ? "simd" : "scalar"));
+}
+
+int RegisterPagedDecode() {
+  for (const AttnGeometry& geo : kAttnGeometries) {
+    for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kFp8E4M3,
+                        DType::kFp8E5M2, DType::kI8}) {
+      for (int64_t context : {int64_t{1024}, int64_t{8192}, int64_t{32768}}) {
+        for (int threads : {1, 2}) {
+          std::string name = std::string("PagedDecode/") + geo.name + "/" + DTypeName(dtype) +
+                             "/ctx:" + std::to_string(context) +
+                             "/threads:" + std::to_string(threads);
+          benchmark::RegisterBenchmark(name.c_str(), BM_PagedDecode, geo, dtype, context, threads)
+              ->UseRealTime()
+              ->Unit(benchmark::kMicrosecond);
+        }
+      }
+    }
+  }
+  return 0;
+}
+const int kPagedRegistered = RegisterPagedDecode();
 
 }  // namespace
 }  // namespace kvserve

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli/generate.h"
+#include "cli/plan.h"
 
 namespace kvserve::cli {
 
@@ -49,6 +50,7 @@ void AddGenerateCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
   cmd->add_flag("--no-bos", opts->no_bos, "Do not add the BOS token to the prompt");
+  AddKvCacheFlags(cmd, &opts->kv);
   // Hidden options for benchmarks and tests.
   cmd->add_option("--prompt-ids", opts->prompt_ids, "Prompt as token ids")->group("");
   cmd->add_option("--random-prompt-tokens", opts->random_prompt_tokens,
@@ -72,6 +74,8 @@ void AddAllCommands(CLI::App& app, int* exit_code) {
   AddTokenizeCommand(app, exit_code);
   AddMkmodelCommand(app, exit_code);
   AddConvertCommand(app, exit_code);
+  AddPlanCommand(app, exit_code);
+  AddEvalCommand(app, exit_code);
 }
 
 int RunKvserve(int argc, const char* const* argv) {

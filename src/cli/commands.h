@@ -11,6 +11,8 @@ void AddGenerateCommand(CLI::App& app, int* exit_code);
 void AddTokenizeCommand(CLI::App& app, int* exit_code);
 void AddMkmodelCommand(CLI::App& app, int* exit_code);
 void AddConvertCommand(CLI::App& app, int* exit_code);
+// `kvserve eval perplexity` (cli/eval.cc).
+void AddEvalCommand(CLI::App& app, int* exit_code);
 
 // Builds the whole `kvserve` app (all subcommands); used by main() and tests.
 void AddAllCommands(CLI::App& app, int* exit_code);

@@ -37,24 +37,6 @@ StatusOr<std::vector<TokenId>> ParseIdList(const std::string& text, int64_t voca
   return ids;
 }
 
-// A fixed, seed-free pseudo-random token sequence (splitmix64), avoiding the first 16 ids where
-// control tokens usually live.
-std::vector<TokenId> RandomPrompt(int64_t num_tokens, int64_t vocab_size) {
-  std::vector<TokenId> ids;
-  uint64_t x = 0x9E3779B97F4A7C15ull;
-  const int64_t lo = vocab_size > 64 ? 16 : 0;
-  for (int64_t i = 0; i < num_tokens; ++i) {
-    x += 0x9E3779B97F4A7C15ull;
-    uint64_t z = x;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    ids.push_back(static_cast<TokenId>(lo + static_cast<int64_t>(z % static_cast<uint64_t>(
-                                                 vocab_size - lo))));
-  }
-  return ids;
-}
-
 // Text of `output` as it continues `prompt` (SentencePiece decoding depends on what precedes a
 // piece, e.g. the dummy-prefix space right after BOS).
 std::string ContinuationText(const Tokenizer& tokenizer, const std::vector<TokenId>& prompt,
@@ -67,14 +49,15 @@ std::string ContinuationText(const Tokenizer& tokenizer, const std::vector<Token
   return tokenizer.Decode(output);
 }
 
-// The prompt fits the context and every id is in the vocabulary.
-Status ValidatePrompt(const ModelConfig& config, const std::vector<TokenId>& prompt_ids) {
+// The prompt fits max_model_len and every id is in the vocabulary.
+Status ValidatePrompt(const ModelConfig& config, int64_t max_model_len,
+                      const std::vector<TokenId>& prompt_ids) {
   const int64_t num_prompt = static_cast<int64_t>(prompt_ids.size());
   if (num_prompt == 0) return InvalidArgumentError("the prompt is empty (no tokens to run)");
-  if (num_prompt > config.max_seq_len) {
+  if (num_prompt > max_model_len) {
     return OutOfRangeError("the prompt has " + std::to_string(num_prompt) +
-                           " tokens but the model's context holds " +
-                           std::to_string(config.max_seq_len));
+                           " tokens but the maximum model length is " +
+                           std::to_string(max_model_len) + " (--max-model-len)");
   }
   for (TokenId t : prompt_ids) {
     if (t < 0 || t >= config.vocab_size) {
@@ -86,13 +69,42 @@ Status ValidatePrompt(const ModelConfig& config, const std::vector<TokenId>& pro
   return OkStatus();
 }
 
+// A sequence's blocks, returned to the pool when it goes out of scope.
+class SequenceBlocks {
+ public:
+  SequenceBlocks(BlockPool* pool, int64_t block_size) : pool_(pool), table_(block_size) {}
+  ~SequenceBlocks() { pool_->release_all(table_.clear()); }
+  BlockTable& table() { return table_; }
+  // Grows the table to hold num_tokens tokens.
+  Status Reserve(int64_t num_tokens) {
+    const int64_t need = table_.blocks_needed(num_tokens);
+    if (need == 0) return OkStatus();
+    std::vector<BlockId> ids;
+    if (!pool_->allocate(need, &ids)) {
+      return ResourceExhaustedError("the KV cache is full: " + std::to_string(num_tokens) +
+                                    " tokens need " + std::to_string(need) +
+                                    " more blocks, " + std::to_string(pool_->num_available()) +
+                                    " are available");
+    }
+    table_.append_blocks(ids);
+    return OkStatus();
+  }
+
+ private:
+  BlockPool* pool_;
+  BlockTable table_;
+};
+
 }  // namespace
 
 StatusOr<GenerationResult> RunGeneration(LlamaModel& model, const Tokenizer* tokenizer,
-                                         const GenerationRequest& request, ThreadPool* pool,
+                                         const GenerationRequest& request, PagedKvCache* kv,
+                                         ThreadPool* pool,
                                          const std::function<void(TokenId)>& on_token) {
   const ModelConfig& config = model.config();
-  KV_RETURN_IF_ERROR(ValidatePrompt(config, request.prompt_ids));
+  if (kv == nullptr) return InvalidArgumentError("RunGeneration: no KV cache");
+  const int64_t max_len = kv->max_model_len;
+  KV_RETURN_IF_ERROR(ValidatePrompt(config, max_len, request.prompt_ids));
   const int64_t num_prompt = static_cast<int64_t>(request.prompt_ids.size());
   KV_RETURN_IF_ERROR(request.sampling.Validate());
   GenerationResult result;
@@ -101,22 +113,9 @@ StatusOr<GenerationResult> RunGeneration(LlamaModel& model, const Tokenizer* tok
 
   // Output token j is sampled from the logits at position num_prompt - 1 + j and, unless it is
   // the last one, fed back at position num_prompt + j (as llama2.c run.c with steps = context).
-  const int64_t max_new =
-      std::min<int64_t>(request.max_new_tokens, config.max_seq_len - num_prompt + 1);
-  const int64_t cache_tokens = std::min<int64_t>(config.max_seq_len, num_prompt + max_new - 1);
-  // The dense cache is allocated up front: refuse sizes the machine cannot hold.
-  const double cache_bytes = 2.0 * 4.0 * static_cast<double>(config.num_layers) *
-                             static_cast<double>(config.num_kv_heads * config.head_dim) *
-                             static_cast<double>(std::max<int64_t>(cache_tokens, 1));
-  const double memory_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
-                              static_cast<double>(::sysconf(_SC_PAGESIZE));
-  if (memory_bytes > 0 && cache_bytes > 0.75 * memory_bytes) {
-    return ResourceExhaustedError(
-        "a KV cache for " + std::to_string(cache_tokens) + " tokens needs " +
-        std::to_string(static_cast<int64_t>(cache_bytes / (1 << 20))) +
-        " MiB, more than this machine's memory allows; ask for fewer tokens (-n)");
-  }
-  std::unique_ptr<DenseKvCache> cache = model.NewCache(std::max<int64_t>(cache_tokens, 1));
+  const int64_t max_new = std::min<int64_t>(request.max_new_tokens, max_len - num_prompt + 1);
+  SequenceBlocks seq(kv->blocks.get(), kv->spec.block_size);
+  BlockTable& table = seq.table();
 
   Sampler sampler(request.sampling);
   std::vector<float> logits(static_cast<size_t>(config.vocab_size));
@@ -126,11 +125,20 @@ StatusOr<GenerationResult> RunGeneration(LlamaModel& model, const Tokenizer* tok
     if (request.stop_at_bos && tokenizer != nullptr && t == tokenizer->bos_id()) return true;
     return false;
   };
+  // Runs `tokens` after what the table holds and samples the next token.
+  auto step = [&](const std::vector<TokenId>& tokens) -> StatusOr<TokenId> {
+    const int64_t total = table.num_tokens() + static_cast<int64_t>(tokens.size());
+    KV_RETURN_IF_ERROR(seq.Reserve(total));
+    ForwardBatch batch;
+    batch.AddSequence(tokens, table);
+    KV_RETURN_IF_ERROR(model.Forward(batch, kv->storage.get(), pool, logits.data()));
+    table.set_num_tokens(total);
+    return sampler.Sample(logits.data(), config.vocab_size, request.prompt_ids,
+                          result.output_ids);
+  };
 
   auto start = Clock::now();
-  KV_RETURN_IF_ERROR(model.Forward(request.prompt_ids, cache.get(), pool, logits.data()));
-  TokenId next = sampler.Sample(logits.data(), config.vocab_size, request.prompt_ids,
-                                result.output_ids);
+  KV_ASSIGN_OR_RETURN(TokenId next, step(request.prompt_ids));
   result.prefill_seconds = SecondsSince(start);
 
   start = Clock::now();
@@ -142,12 +150,11 @@ StatusOr<GenerationResult> RunGeneration(LlamaModel& model, const Tokenizer* tok
       break;
     }
     if (static_cast<int64_t>(result.output_ids.size()) >= max_new) break;
-    KV_RETURN_IF_ERROR(model.Forward({next}, cache.get(), pool, logits.data()));
+    KV_ASSIGN_OR_RETURN(next, step({next}));
     ++result.num_decode_steps;
-    next = sampler.Sample(logits.data(), config.vocab_size, request.prompt_ids,
-                          result.output_ids);
   }
   result.decode_seconds = SecondsSince(start);
+  result.kv_stats = ComputeKvMemoryStats(kv->spec, *kv->blocks, {&table});
   return result;
 }
 
@@ -212,7 +219,7 @@ int RunGenerateCommand(const GenerateOptions& options) {
     if (!ids.ok()) return ReportError(ids.status());
     request.prompt_ids = std::move(ids).value();
   } else if (options.random_prompt_tokens > 0) {
-    request.prompt_ids = RandomPrompt(options.random_prompt_tokens, vocab_size);
+    request.prompt_ids = SyntheticTokenIds(options.random_prompt_tokens, vocab_size);
   } else {
     if (tokenizer == nullptr) {
       return ReportError(InvalidArgumentError(
@@ -224,13 +231,21 @@ int RunGenerateCommand(const GenerateOptions& options) {
   }
 
   // Checked before the prompt is echoed, so a bad prompt prints only the error.
-  if (Status s = ValidatePrompt(model->config(), request.prompt_ids); !s.ok()) {
+  // 3. The paged KV cache (fp8 scales may need a calibration pass: threads first).
+  const int threads = options.threads > 0 ? options.threads : ThreadPool::HardwareThreads();
+  ThreadPool pool(threads);
+  auto kv_config = ResolveKvCacheFlags(options.kv);
+  if (!kv_config.ok()) return ReportError(kv_config.status());
+  auto kv = CreateKvCacheWithBanner(*model, tokenizer.get(), *kv_config, &pool);
+  if (!kv.ok()) return ReportError(kv.status());
+
+  // Checked before the prompt is echoed, so a bad prompt prints only the error.
+  if (Status s = ValidatePrompt(model->config(), kv->max_model_len, request.prompt_ids);
+      !s.ok()) {
     return ReportError(s);
   }
 
-  // 3. Generate, streaming text in text mode.
-  const int threads = options.threads > 0 ? options.threads : ThreadPool::HardwareThreads();
-  ThreadPool pool(threads);
+  // 4. Generate, streaming text in text mode.
   std::unique_ptr<IncrementalDetokenizer> detok;
   if (!json && tokenizer != nullptr) {
     detok = std::make_unique<IncrementalDetokenizer>(tokenizer.get());
@@ -248,7 +263,7 @@ int RunGenerateCommand(const GenerateOptions& options) {
     }
     std::fflush(stdout);
   };
-  auto generated = RunGeneration(*model, tokenizer.get(), request, &pool, on_token);
+  auto generated = RunGeneration(*model, tokenizer.get(), request, &*kv, &pool, on_token);
   if (!generated.ok()) {
     if (!json) std::fputs("\n", stdout);
     return ReportError(generated.status());
@@ -287,6 +302,21 @@ int RunGenerateCommand(const GenerateOptions& options) {
     out["weight_type"] = weight_type;
     out["weight_bytes"] = weight_bytes;
     out["weight_bytes_per_token"] = weight_bytes_per_token;
+    const KvMemoryStats& ks = result.kv_stats;
+    out["kv_cache"] = {
+        {"dtype", DTypeName(kv->spec.dtype)},
+        {"block_size", kv->spec.block_size},
+        {"bytes_per_token", kv->spec.bytes_per_token()},
+        {"capacity_tokens", kv->capacity_tokens()},
+        {"num_blocks", kv->num_blocks()},
+        {"blocks_in_use", ks.num_blocks_in_use},
+        {"tokens_stored", ks.num_tokens_stored},
+        {"bytes_reserved", ks.bytes_reserved},
+        {"bytes_holding_tokens", ks.bytes_holding_tokens},
+        {"fragmentation_perc", ks.fragmentation_perc},
+        {"scales_source", KvScaleSourceName(kv->storage->scales().source)},
+        {"clipped_values", kv->storage->quant_stats().total_clipped()},
+    };
     // Invalid UTF-8 in a token's text must not abort the dump.
     std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {

@@ -10,7 +10,10 @@
 
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "cli/kv_flags.h"
+#include "kv/kv_stats.h"
 #include "model/llama.h"
+#include "runtime/kv_cache_config.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -30,14 +33,18 @@ struct GenerationResult {
   double prefill_seconds = 0.0;     // the batched prompt forward pass + first sample
   double decode_seconds = 0.0;      // every later forward pass + sample
   int64_t num_decode_steps = 0;     // forward passes after the prefill
+  KvMemoryStats kv_stats;           // the paged cache just before the sequence's blocks return
 };
 
-// Runs the prompt as one batch, then one token per forward pass. Stops at an end-of-
-// generation token of `tokenizer` (if any), at BOS when stop_at_bos, after max_new_tokens, or
-// when the model's context (max_seq_len) is full. `on_token` (optional) sees each sampled
-// token as soon as it exists. Fails when the prompt is empty or longer than the context.
+// Runs the prompt as one batch, then one token per forward pass, through the paged KV cache
+// `kv` (blocks are allocated as the sequence grows and all returned at the end, also on
+// error). Stops at an end-of-generation token of `tokenizer` (if any), at BOS when
+// stop_at_bos, after max_new_tokens, or when kv->max_model_len is reached. `on_token`
+// (optional) sees each sampled token as soon as it exists. Fails when the prompt is empty or
+// longer than max_model_len, or when the cache runs out of blocks.
 StatusOr<GenerationResult> RunGeneration(LlamaModel& model, const Tokenizer* tokenizer,
-                                         const GenerationRequest& request, ThreadPool* pool,
+                                         const GenerationRequest& request, PagedKvCache* kv,
+                                         ThreadPool* pool,
                                          const std::function<void(TokenId)>& on_token = {});
 
 // Command-line options of `kvserve generate`.
@@ -53,6 +60,7 @@ struct GenerateOptions {
   std::string output_format = "text";
   bool no_bos = false;
   bool ignore_eos = false;  // hidden: generate exactly -n tokens (benchmarks)
+  KvCacheFlags kv;
 };
 
 // Runs the whole command; returns the process exit status. Errors print "error: ...".

@@ -129,20 +129,32 @@ StatusOr<int64_t> ParseByteSize(std::string_view text) {
   return static_cast<int64_t>(std::llround(bytes));
 }
 
-std::string FormatBytesDecimalAndBinary(double bytes) {
-  static const char* kDecimal[] = {"B", "KB", "MB", "GB", "TB", "PB"};
-  static const char* kBinary[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  int d = 0, b = 0;
-  double dv = bytes, bv = bytes;
-  while (std::fabs(dv) >= 1000.0 && d < 5) dv /= 1000.0, ++d;
-  while (std::fabs(bv) >= 1024.0 && b < 5) bv /= 1024.0, ++b;
-  char buf[96];
-  if (d == 0) {
+namespace {
+
+// `bytes` in the largest unit of `base` (1000 or 1024) whose value, rounded to two decimals,
+// stays below `base`: 999999 B is "1.00 MB", not "1000.00 KB". Whole bytes have no decimals.
+std::string FormatBytesIn(double bytes, double base, const char* const* units) {
+  int u = 0;
+  double v = bytes;
+  while (u < 5 && std::fabs(std::round(v * 100.0) / 100.0) >= base) v /= base, ++u;
+  char buf[48];
+  if (u == 0) {
     std::snprintf(buf, sizeof(buf), "%.0f B", bytes);
   } else {
-    std::snprintf(buf, sizeof(buf), "%.2f %s (%.2f %s)", dv, kDecimal[d], bv, kBinary[b]);
+    std::snprintf(buf, sizeof(buf), "%.2f %s", v, units[u]);
   }
   return buf;
+}
+
+}  // namespace
+
+std::string FormatBytesDecimalAndBinary(double bytes) {
+  static const char* const kDecimal[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+  static const char* const kBinary[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  const std::string decimal = FormatBytesIn(bytes, 1000.0, kDecimal);
+  // Below 1000 bytes both renderings are the same plain count: print it once.
+  if (std::fabs(bytes) < 1000.0) return decimal;
+  return decimal + " (" + FormatBytesIn(bytes, 1024.0, kBinary) + ")";
 }
 
 }  // namespace kvserve

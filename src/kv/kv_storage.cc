@@ -124,7 +124,49 @@ void KvStorage::observe_absmax(bool on) {
   if (on && absmax_k_.size() != n) {
     absmax_k_.assign(n, 0.0f);
     absmax_v_.assign(n, 0.0f);
+    const size_t nc = n * static_cast<size_t>(spec_.head_dim);
+    k_sum_.assign(nc, 0.0);
+    k_min_.assign(nc, INFINITY);
+    k_max_.assign(nc, -INFINITY);
+    observed_tokens_.assign(static_cast<size_t>(spec_.num_layers), 0);
   }
+}
+
+std::vector<float> KvStorage::observed_key_mean() const {
+  std::vector<float> mean(k_sum_.size(), 0.0f);
+  const size_t per_layer = static_cast<size_t>(spec_.num_kv_heads * spec_.head_dim);
+  for (size_t i = 0; i < k_sum_.size(); ++i) {
+    const int64_t n = observed_tokens_[i / per_layer];
+    mean[i] = n > 0 ? static_cast<float>(k_sum_[i] / static_cast<double>(n)) : 0.0f;
+  }
+  return mean;
+}
+
+std::vector<float> KvStorage::observed_centered_key_absmax(
+    const std::vector<float>& k_mean) const {
+  KV_CHECK_EQ(k_mean.size(), k_sum_.size());
+  const size_t hd = static_cast<size_t>(spec_.head_dim);
+  std::vector<float> absmax(absmax_k_.size(), 0.0f);
+  for (size_t i = 0; i < k_sum_.size(); ++i) {
+    if (k_min_[i] > k_max_[i]) continue;  // never observed
+    const float a = std::max(std::fabs(k_max_[i] - k_mean[i]), std::fabs(k_min_[i] - k_mean[i]));
+    absmax[i / hd] = std::max(absmax[i / hd], a);
+  }
+  return absmax;
+}
+
+Status KvStorage::SetKeyCentering(std::vector<float> k_mean) {
+  const size_t n = static_cast<size_t>(spec_.num_layers * spec_.num_kv_heads * spec_.head_dim);
+  if (k_mean.size() != n) {
+    return InvalidArgumentError("key centering: expected " + std::to_string(n) + " values, got " +
+                                std::to_string(k_mean.size()));
+  }
+  for (float m : k_mean) {
+    if (!std::isfinite(m)) return InvalidArgumentError("key centering values must be finite");
+  }
+  k_mean_ = std::move(k_mean);
+  centered_.resize(static_cast<size_t>(spec_.head_dim));
+  return OkStatus();
 }
 
 namespace {
@@ -191,16 +233,28 @@ void KvStorage::Write(int64_t layer, const int64_t* slots, int64_t num_tokens, c
       const float inv_v = IsFp8(dtype) ? inv_v_scales_[sh] : 1.0f;
       float* ks = dtype == DType::kI8 ? L.k_scales.get() + slot * heads + h : nullptr;
       float* vs = dtype == DType::kI8 ? L.v_scales.get() + slot * heads + h : nullptr;
-      clipped_k += StoreHead(dtype, kt + h * hd, hd, inv_k, L.k.get() + elem * value_bytes, ks);
+      const float* kh = kt + h * hd;
+      if (!k_mean_.empty()) {
+        const float* mu = k_mean_.data() + sh * static_cast<size_t>(hd);
+        for (int64_t i = 0; i < hd; ++i) centered_[static_cast<size_t>(i)] = kh[i] - mu[i];
+        kh = centered_.data();
+      }
+      clipped_k += StoreHead(dtype, kh, hd, inv_k, L.k.get() + elem * value_bytes, ks);
       clipped_v += StoreHead(dtype, vt + h * hd, hd, inv_v, L.v.get() + elem * value_bytes, vs);
       if (observing_) {
         for (int64_t i = 0; i < hd; ++i) {
-          absmax_k_[sh] = std::max(absmax_k_[sh], std::fabs(kt[h * hd + i]));
+          const float x = kt[h * hd + i];
+          const size_t c = sh * static_cast<size_t>(hd) + static_cast<size_t>(i);
+          absmax_k_[sh] = std::max(absmax_k_[sh], std::fabs(x));
           absmax_v_[sh] = std::max(absmax_v_[sh], std::fabs(vt[h * hd + i]));
+          k_sum_[c] += x;
+          k_min_[c] = std::min(k_min_[c], x);
+          k_max_[c] = std::max(k_max_[c], x);
         }
       }
     }
   }
+  if (observing_) observed_tokens_[static_cast<size_t>(layer)] += num_tokens;
   quant_stats_.clipped_k[static_cast<size_t>(layer)] += clipped_k;
   quant_stats_.clipped_v[static_cast<size_t>(layer)] += clipped_v;
 }

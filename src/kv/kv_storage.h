@@ -83,11 +83,24 @@ class KvStorage {
 
   const KvQuantStats& quant_stats() const { return quant_stats_; }
 
-  // Calibration support: while on, Write() tracks per-layer, per-head absmax of K and V.
+  // Key centering (int8 and fp8): a per-layer, per-KV-head, per-channel offset subtracted from
+  // every key before it is quantized ([num_layers * num_kv_heads * head_dim]). Attention is
+  // unchanged by it: q . (k - mu) differs from q . k by q . mu, the same for every key of a
+  // query, and softmax ignores such shifts. It removes the channel biases that dominate keys'
+  // magnitudes, so the quantization step shrinks. ReadSlot returns the centered keys.
+  Status SetKeyCentering(std::vector<float> k_mean);
+  const std::vector<float>& key_centering() const { return k_mean_; }
+
+  // Calibration support: while on, Write() tracks per-layer, per-head absmax of K and V and
+  // per-channel sums, minima and maxima of K.
   void observe_absmax(bool on);
   // [num_layers * num_kv_heads], layer major.
   const std::vector<float>& absmax_k() const { return absmax_k_; }
   const std::vector<float>& absmax_v() const { return absmax_v_; }
+  // Per-channel mean of the observed keys ([num_layers * num_kv_heads * head_dim]).
+  std::vector<float> observed_key_mean() const;
+  // Per-head absmax of the observed keys after subtracting `k_mean` ([layers * heads]).
+  std::vector<float> observed_centered_key_absmax(const std::vector<float>& k_mean) const;
 
  private:
   struct AlignedFree {
@@ -106,8 +119,13 @@ class KvStorage {
   KvScales scales_;
   std::vector<float> inv_k_scales_, inv_v_scales_;  // 1 / scales_
   KvQuantStats quant_stats_;
+  std::vector<float> k_mean_;  // key centering, empty when off
+  std::vector<float> centered_;  // scratch: one token's centered keys
   bool observing_ = false;
   std::vector<float> absmax_k_, absmax_v_;
+  std::vector<double> k_sum_;               // [layers * heads * head_dim]
+  std::vector<float> k_min_, k_max_;        // [layers * heads * head_dim]
+  std::vector<int64_t> observed_tokens_;    // [layers]
 };
 
 // Fp8 scales from observed absmax: scale = absmax * headroom / fp8 max, so that values up to

@@ -5,6 +5,7 @@
 
 #include "base/check.h"
 #include "kernels/kernels.h"
+#include "kernels/paged_attention.h"
 
 namespace kvserve {
 
@@ -133,26 +134,112 @@ std::unique_ptr<DenseKvCache> LlamaModel::NewCache(int64_t max_tokens) const {
   return std::make_unique<DenseKvCache>(c.num_layers, max_tokens, c.num_kv_heads * c.head_dim);
 }
 
+KvCacheSpec LlamaModel::kv_spec(DType dtype, int64_t block_size) const {
+  const ModelConfig& c = model_.config;
+  KvCacheSpec spec;
+  spec.layout = KvLayout::kSeparateKv;
+  spec.num_layers = c.num_layers;
+  spec.num_kv_heads = c.num_kv_heads;
+  spec.head_dim = c.head_dim;
+  spec.dtype = dtype;
+  spec.block_size = block_size;
+  return spec;
+}
+
 void LlamaModel::EnsureWorkspace(int64_t num_tokens) {
   if (num_tokens <= workspace_tokens_) return;
   const ModelConfig& c = model_.config;
   const size_t n = static_cast<size_t>(num_tokens);
   const size_t q_dim = static_cast<size_t>(c.num_heads * c.head_dim);
+  const size_t kv_dim = static_cast<size_t>(c.num_kv_heads * c.head_dim);
   x_.resize(n * static_cast<size_t>(c.hidden_dim));
   xb_.resize(n * static_cast<size_t>(c.hidden_dim));
   q_.resize(n * q_dim);
   attn_.resize(n * q_dim);
   gate_.resize(n * static_cast<size_t>(c.ffn_dim));
   up_.resize(n * static_cast<size_t>(c.ffn_dim));
+  k_.resize(n * kv_dim);
+  v_.resize(n * kv_dim);
+  positions_.resize(n);
   workspace_tokens_ = num_tokens;
+}
+
+Status LlamaModel::CheckTokens(const TokenId* tokens, int64_t n) const {
+  const int64_t V = model_.config.vocab_size;
+  for (int64_t i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= V) {
+      return OutOfRangeError("Forward: token id " + std::to_string(tokens[i]) +
+                             " is outside the vocabulary [0, " + std::to_string(V) + ")");
+    }
+  }
+  return OkStatus();
+}
+
+void LlamaModel::RunLayers(const TokenId* tokens, const int64_t* positions, int64_t n,
+                           const std::function<std::pair<float*, float*>(int64_t)>& kv_rows,
+                           const AttendFn& attend, ThreadPool* pool) {
+  const ModelConfig& c = model_.config;
+  const int64_t D = c.hidden_dim, F = c.ffn_dim, hd = c.head_dim;
+  const int64_t q_dim = c.num_heads * hd;
+  const int64_t kv_dim = c.num_kv_heads * hd;
+  EnsureWorkspace(n);
+  float* x = x_.data();
+  float* xb = xb_.data();
+  float* q = q_.data();
+  float* attn = attn_.data();
+  float* gate = gate_.data();
+  float* up = up_.data();
+
+  for (int64_t i = 0; i < n; ++i) kernels::EmbeddingLookup(*token_embd_, tokens[i], x + i * D);
+
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const Layer& layer = layers_[static_cast<size_t>(l)];
+    auto [k_rows, v_rows] = kv_rows(l);  // [n, kv_dim] each
+
+    kernels::RmsNorm(x, layer.attn_norm_f32.data(), n, D, c.norm_eps, xb);
+    kernels::Matmul(xb, n, *layer.wq, q, pool);
+    kernels::Matmul(xb, n, *layer.wk, k_rows, pool);
+    kernels::Matmul(xb, n, *layer.wv, v_rows, pool);
+    if (c.qkv_bias) {
+      AddBias(q, n, layer.q_bias);
+      AddBias(k_rows, n, layer.k_bias);
+      AddBias(v_rows, n, layer.v_bias);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      kernels::Rope(q + i * q_dim, c.num_heads, hd, positions[i], inv_freqs_, c.rope.layout);
+      kernels::Rope(k_rows + i * kv_dim, c.num_kv_heads, hd, positions[i], inv_freqs_,
+                    c.rope.layout);
+    }
+    attend(l, q, k_rows, v_rows, attn);
+    kernels::Matmul(attn, n, *layer.wo, xb, pool);
+    AddInPlace(x, xb, n * D);
+
+    kernels::RmsNorm(x, layer.ffn_norm_f32.data(), n, D, c.norm_eps, xb);
+    kernels::Matmul(xb, n, *layer.w_gate, gate, pool);
+    kernels::Matmul(xb, n, *layer.w_up, up, pool);
+    kernels::SwiGlu(gate, up, n * F, gate);
+    kernels::Matmul(gate, n, *layer.w_down, xb, pool);
+    AddInPlace(x, xb, n * D);
+  }
+}
+
+void LlamaModel::ComputeLogits(const int64_t* rows, int64_t num_rows, float* logits,
+                               ThreadPool* pool) {
+  const ModelConfig& c = model_.config;
+  const int64_t D = c.hidden_dim;
+  // xb_ has room for every row of the step, and num_rows <= rows of the step.
+  for (int64_t i = 0; i < num_rows; ++i) {
+    kernels::RmsNorm(x_.data() + rows[i] * D, output_norm_f32_.data(), 1, D, c.norm_eps,
+                     xb_.data() + i * D);
+  }
+  kernels::Matmul(xb_.data(), num_rows, *output_, logits, pool);
 }
 
 Status LlamaModel::Forward(const std::vector<TokenId>& tokens, DenseKvCache* cache,
                            ThreadPool* pool, float* logits, bool all_logits) {
   const ModelConfig& c = model_.config;
   const int64_t n = static_cast<int64_t>(tokens.size());
-  const int64_t D = c.hidden_dim, F = c.ffn_dim, V = c.vocab_size, hd = c.head_dim;
-  const int64_t q_dim = c.num_heads * hd;
+  const int64_t hd = c.head_dim;
   const int64_t kv_dim = c.num_kv_heads * hd;
   if (n == 0) return InvalidArgumentError("Forward: no tokens");
   if (cache == nullptr || logits == nullptr) {
@@ -167,21 +254,9 @@ Status LlamaModel::Forward(const std::vector<TokenId>& tokens, DenseKvCache* cac
                            std::to_string(start) + " overflow the KV cache of " +
                            std::to_string(cache->max_tokens()) + " tokens");
   }
-  for (TokenId t : tokens) {
-    if (t < 0 || t >= V) {
-      return OutOfRangeError("Forward: token id " + std::to_string(t) +
-                             " is outside the vocabulary [0, " + std::to_string(V) + ")");
-    }
-  }
+  KV_RETURN_IF_ERROR(CheckTokens(tokens.data(), n));
   EnsureWorkspace(n);
-  float* x = x_.data();
-  float* xb = xb_.data();
-  float* q = q_.data();
-  float* attn = attn_.data();
-  float* gate = gate_.data();
-  float* up = up_.data();
-
-  for (int64_t i = 0; i < n; ++i) kernels::EmbeddingLookup(*token_embd_, tokens[i], x + i * D);
+  for (int64_t i = 0; i < n; ++i) positions_[static_cast<size_t>(i)] = start + i;
 
   kernels::AttentionShape shape;
   shape.num_queries = n;
@@ -191,43 +266,80 @@ Status LlamaModel::Forward(const std::vector<TokenId>& tokens, DenseKvCache* cac
   shape.num_kv_heads = c.num_kv_heads;
   shape.head_dim = hd;
   shape.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    const Layer& layer = layers_[static_cast<size_t>(l)];
-    float* k_rows = cache->k(l) + start * kv_dim;  // [n, kv_dim], written in place
-    float* v_rows = cache->v(l) + start * kv_dim;
-
-    kernels::RmsNorm(x, layer.attn_norm_f32.data(), n, D, c.norm_eps, xb);
-    kernels::Matmul(xb, n, *layer.wq, q, pool);
-    kernels::Matmul(xb, n, *layer.wk, k_rows, pool);
-    kernels::Matmul(xb, n, *layer.wv, v_rows, pool);
-    if (c.qkv_bias) {
-      AddBias(q, n, layer.q_bias);
-      AddBias(k_rows, n, layer.k_bias);
-      AddBias(v_rows, n, layer.v_bias);
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      kernels::Rope(q + i * q_dim, c.num_heads, hd, start + i, inv_freqs_, c.rope.layout);
-      kernels::Rope(k_rows + i * kv_dim, c.num_kv_heads, hd, start + i, inv_freqs_,
-                    c.rope.layout);
-    }
-    kernels::DenseAttention(q, cache->k(l), cache->v(l), shape, attn, pool);
-    kernels::Matmul(attn, n, *layer.wo, xb, pool);
-    AddInPlace(x, xb, n * D);
-
-    kernels::RmsNorm(x, layer.ffn_norm_f32.data(), n, D, c.norm_eps, xb);
-    kernels::Matmul(xb, n, *layer.w_gate, gate, pool);
-    kernels::Matmul(xb, n, *layer.w_up, up, pool);
-    kernels::SwiGlu(gate, up, n * F, gate);
-    kernels::Matmul(gate, n, *layer.w_down, xb, pool);
-    AddInPlace(x, xb, n * D);
-  }
+  RunLayers(
+      tokens.data(), positions_.data(), n,
+      [&](int64_t l) {
+        return std::make_pair(cache->k(l) + start * kv_dim, cache->v(l) + start * kv_dim);
+      },
+      [&](int64_t l, const float* q, const float*, const float*, float* attn) {
+        kernels::DenseAttention(q, cache->k(l), cache->v(l), shape, attn, pool);
+      },
+      pool);
   cache->num_tokens_ = start + n;
 
-  const int64_t num_out = all_logits ? n : 1;
-  const float* last = all_logits ? x : x + (n - 1) * D;
-  kernels::RmsNorm(last, output_norm_f32_.data(), num_out, D, c.norm_eps, xb);
-  kernels::Matmul(xb, num_out, *output_, logits, pool);
+  std::vector<int64_t> rows;
+  if (all_logits) {
+    for (int64_t i = 0; i < n; ++i) rows.push_back(i);
+  } else {
+    rows.push_back(n - 1);
+  }
+  ComputeLogits(rows.data(), static_cast<int64_t>(rows.size()), logits, pool);
+  return OkStatus();
+}
+
+Status LlamaModel::Forward(const ForwardBatch& batch, KvStorage* kv, ThreadPool* pool,
+                           float* logits) {
+  const ModelConfig& c = model_.config;
+  if (kv == nullptr || logits == nullptr) {
+    return InvalidArgumentError("Forward: null KV storage or logits");
+  }
+  const KvCacheSpec& spec = kv->spec();
+  if (spec.layout != KvLayout::kSeparateKv || spec.num_layers != c.num_layers ||
+      spec.num_kv_heads != c.num_kv_heads || spec.head_dim != c.head_dim) {
+    return InvalidArgumentError("Forward: the KV storage was made for another model geometry");
+  }
+  KV_RETURN_IF_ERROR(batch.Validate(spec.block_size, kv->num_blocks()));
+  const int64_t n = batch.num_tokens();
+  KV_RETURN_IF_ERROR(CheckTokens(batch.token_ids.data(), n));
+  if (batch.num_logits() > n) return InvalidArgumentError("Forward: more logits rows than tokens");
+  if ((spec.dtype == DType::kFp8E4M3 || spec.dtype == DType::kFp8E5M2) && !kv->has_scales()) {
+    return FailedPreconditionError("Forward: fp8 KV storage has no scales yet");
+  }
+
+  const int64_t num_seqs = batch.num_seqs();
+  std::vector<kernels::PagedSeq> seqs(static_cast<size_t>(num_seqs));
+  for (int64_t i = 0; i < num_seqs; ++i) {
+    kernels::PagedSeq& s = seqs[static_cast<size_t>(i)];
+    s.block_table = batch.block_tables[static_cast<size_t>(i)].data();
+    s.num_keys = batch.seq_lens[static_cast<size_t>(i)];
+    s.query_offset = batch.query_start[static_cast<size_t>(i)];
+    s.num_queries = batch.query_start[static_cast<size_t>(i) + 1] - s.query_offset;
+  }
+  kernels::PagedAttentionShape shape;
+  shape.num_heads = c.num_heads;
+  shape.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+
+  EnsureWorkspace(n);
+  RunLayers(
+      batch.token_ids.data(), batch.positions.data(), n,
+      [&](int64_t) { return std::make_pair(k_.data(), v_.data()); },
+      [&](int64_t l, const float* q, const float* k, const float* v, float* attn) {
+        kv->Write(l, batch.slot_mapping.data(), n, k, v);
+        kernels::PagedKv view;
+        view.dtype = spec.dtype;
+        view.block_size = spec.block_size;
+        view.num_kv_heads = spec.num_kv_heads;
+        view.head_dim = spec.head_dim;
+        view.k = kv->k_pages(l);
+        view.v = kv->v_pages(l);
+        view.k_head_scales = kv->k_head_scales(l);
+        view.v_head_scales = kv->v_head_scales(l);
+        view.k_token_scales = kv->k_token_scales(l);
+        view.v_token_scales = kv->v_token_scales(l);
+        kernels::PagedAttention(q, view, seqs.data(), num_seqs, shape, attn, pool);
+      },
+      pool);
+  ComputeLogits(batch.logits_indices.data(), batch.num_logits(), logits, pool);
   return OkStatus();
 }
 

@@ -3,11 +3,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "kv/kv_spec.h"
+#include "kv/kv_storage.h"
+#include "model/forward_batch.h"
 #include "model/model_loader.h"
 #include "tokenizer/vocab_spec.h"
 
@@ -48,8 +53,11 @@ class DenseKvCache {
 };
 
 // Owns the loaded weights (a LoadedModel) and a scratch workspace that grows to the largest
-// batch seen (so decode steps allocate nothing). Not thread-safe: one Forward at a time;
-// separate sequences use separate caches.
+// batch seen (so decode steps allocate nothing). Not thread-safe: one Forward at a time.
+// Two forward paths share every layer computation and differ only in where K/V go:
+//   Forward(ForwardBatch, KvStorage)  the serving path: many sequences, paged (quantized) KV;
+//   Forward(tokens, DenseKvCache)     one sequence, dense float KV: the reference the paged
+//                                     path is tested against.
 class LlamaModel {
  public:
   // Checks every tensor's presence, shape and dtype against the config; Status on mismatch.
@@ -58,6 +66,16 @@ class LlamaModel {
   const ModelConfig& config() const { return model_.config; }
   const LoadedModel& loaded() const { return model_; }
   std::unique_ptr<DenseKvCache> NewCache(int64_t max_tokens) const;
+  // The KV cache geometry of this model for a dtype and block size.
+  KvCacheSpec kv_spec(DType dtype, int64_t block_size) const;
+
+  // Runs every sequence of `batch` in one pass: weight products once over all rows, each
+  // token's K/V written to its slot of `kv` (converted to the storage dtype), attention per
+  // sequence through the paged kernels. Writes batch.num_logits() rows of vocab_size logits
+  // to `logits` (row-major, in logits_indices order). Errors (Status, nothing written to
+  // logits) when the batch is malformed, a token id is out of range, or `kv` was made for
+  // another geometry.
+  Status Forward(const ForwardBatch& batch, KvStorage* kv, ThreadPool* pool, float* logits);
 
   // Runs `tokens` at positions cache->num_tokens() ... as one batch and appends their K/V.
   // Writes vocab_size logits for the last token to `logits` (or for every token, row-major
@@ -86,6 +104,18 @@ class LlamaModel {
   explicit LlamaModel(LoadedModel model) : model_(std::move(model)) {}
   Status Init();
   void EnsureWorkspace(int64_t num_tokens);
+  Status CheckTokens(const TokenId* tokens, int64_t n) const;
+  // Attention of one layer: given q [n, heads*hd] and this step's k, v [n, kv_dim] (rotated),
+  // stores k, v wherever the cache keeps them and writes attn [n, heads*hd].
+  using AttendFn = std::function<void(int64_t layer, const float* q, const float* k,
+                                      const float* v, float* attn)>;
+  // The decoder stack over n tokens at `positions`; k_rows(layer) gives where the layer's K
+  // and V rows are computed (a cache or the workspace). Leaves the final residual in x_.
+  void RunLayers(const TokenId* tokens, const int64_t* positions, int64_t n,
+                 const std::function<std::pair<float*, float*>(int64_t layer)>& kv_rows,
+                 const AttendFn& attend, ThreadPool* pool);
+  // Final norm and output projection of the residual rows `rows` (num_rows of them).
+  void ComputeLogits(const int64_t* rows, int64_t num_rows, float* logits, ThreadPool* pool);
 
   LoadedModel model_;
   std::vector<Layer> layers_;
@@ -102,6 +132,9 @@ class LlamaModel {
   std::vector<float> attn_;    // [n, heads * head_dim]
   std::vector<float> gate_;    // [n, ffn]
   std::vector<float> up_;      // [n, ffn]
+  std::vector<float> k_;       // [n, kv_dim] paged path: this step's keys before storing
+  std::vector<float> v_;       // [n, kv_dim]
+  std::vector<int64_t> positions_;  // [n] dense path
 };
 
 }  // namespace kvserve

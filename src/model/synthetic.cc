@@ -405,4 +405,20 @@ LoadedModel MakeBuiltinDefaultModel() {
   return std::move(model).value();
 }
 
+std::vector<TokenId> SyntheticTokenIds(int64_t num_tokens, int64_t vocab_size) {
+  std::vector<TokenId> ids;
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  const int64_t lo = vocab_size > 64 ? 16 : 0;
+  for (int64_t i = 0; i < num_tokens; ++i) {
+    x += 0x9E3779B97F4A7C15ull;
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    ids.push_back(static_cast<TokenId>(
+        lo + static_cast<int64_t>(z % static_cast<uint64_t>(vocab_size - lo))));
+  }
+  return ids;
+}
+
 }  // namespace kvserve

@@ -47,4 +47,9 @@ StatusOr<VocabSpec> MakeSyntheticVocab(int64_t vocab_size, uint64_t seed);
 // The model used when no --model is given: the "tiny" preset, f32, seed 0, format "builtin".
 LoadedModel MakeBuiltinDefaultModel();
 
+// A fixed, seed-free pseudo-random token sequence (splitmix64) for benchmarks and for models
+// without a tokenizer, avoiding the first 16 ids (where control tokens usually live) when the
+// vocabulary has more than 64 tokens.
+std::vector<TokenId> SyntheticTokenIds(int64_t num_tokens, int64_t vocab_size);
+
 }  // namespace kvserve

@@ -13,42 +13,7 @@ namespace kvserve::kernels::internal::simd {
 
 namespace {
 
-inline float HorizontalSum(__m256 v) {
-  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
-
-// exp(x) for 8 lanes: x = n ln2 + r with |r| <= ln2/2 (ln2 split in two for accuracy), then a
-// degree-6 Taylor/minimax polynomial for e^r and 2^n built in the exponent bits. Inputs are
-// clamped to [-87.3, 88.7]; below -87.3 (including -inf) the result is 0. Relative
-// error ~2 ulp.
-inline __m256 Exp8(__m256 x) {
-  const __m256 hi = _mm256_set1_ps(88.7f);
-  const __m256 lo = _mm256_set1_ps(-87.3f);
-  const __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);  // exp is 0 there (also -inf)
-  x = _mm256_max_ps(_mm256_min_ps(x, hi), lo);
-  const __m256 log2e = _mm256_set1_ps(1.44269504088896341f);
-  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  __m256 r2 = _mm256_mul_ps(r, r);
-  p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  // 2^n: n in [-126, 128]; build as two factors so n = 128 does not overflow the exponent.
-  __m256i ni = _mm256_cvtps_epi32(n);
-  __m256i half = _mm256_srai_epi32(ni, 1);
-  __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half, _mm256_set1_epi32(127)), 23));
-  __m256 s2 = _mm256_castsi256_ps(
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, half), _mm256_set1_epi32(127)), 23));
-  return _mm256_andnot_ps(underflow, _mm256_mul_ps(_mm256_mul_ps(p, s1), s2));
-}
+#include "kernels/cpu/simd_math.inc"
 
 inline float Exp1(float x) {
   alignas(32) float lanes[8] = {x};

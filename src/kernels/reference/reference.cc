@@ -159,4 +159,77 @@ void DenseAttention(const float* q, const float* k, const float* v,
   }
 }
 
+namespace {
+
+// Value `index` (an element offset into K or V) of paged storage, as float, before scales.
+float StoredValue(DType dtype, const void* data, int64_t index) {
+  switch (dtype) {
+    case DType::kF32: return static_cast<const float*>(data)[index];
+    case DType::kF16: return Fp16ToFp32(static_cast<const uint16_t*>(data)[index]);
+    case DType::kBF16: return Bf16ToFp32(static_cast<const uint16_t*>(data)[index]);
+    case DType::kFp8E4M3: return Fp8E4M3ToFp32(static_cast<const uint8_t*>(data)[index]);
+    case DType::kFp8E5M2: return Fp8E5M2ToFp32(static_cast<const uint8_t*>(data)[index]);
+    case DType::kI8: return static_cast<float>(static_cast<const int8_t*>(data)[index]);
+    default: KV_CHECK(false) << "paged KV dtype " << DTypeName(dtype);
+  }
+  return 0.0f;
+}
+
+}  // namespace
+
+void GatherPagedKv(const kernels::PagedKv& kv, const kernels::PagedSeq& seq, float* k_out,
+                   float* v_out) {
+  KV_CHECK(kv.block_size > 0 && kv.num_kv_heads > 0 && kv.head_dim > 0);
+  const bool fp8 = kv.dtype == DType::kFp8E4M3 || kv.dtype == DType::kFp8E5M2;
+  const bool int8 = kv.dtype == DType::kI8;
+  KV_CHECK(!fp8 || (kv.k_head_scales != nullptr && kv.v_head_scales != nullptr));
+  KV_CHECK(!int8 || (kv.k_token_scales != nullptr && kv.v_token_scales != nullptr));
+  const int64_t hd = kv.head_dim;
+  for (int64_t t = 0; t < seq.num_keys; ++t) {
+    const int64_t slot = static_cast<int64_t>(seq.block_table[t / kv.block_size]) * kv.block_size +
+                         t % kv.block_size;
+    for (int64_t h = 0; h < kv.num_kv_heads; ++h) {
+      float k_scale = 1.0f, v_scale = 1.0f;
+      if (fp8) {
+        k_scale = kv.k_head_scales[h];
+        v_scale = kv.v_head_scales[h];
+      } else if (int8) {
+        k_scale = kv.k_token_scales[slot * kv.num_kv_heads + h];
+        v_scale = kv.v_token_scales[slot * kv.num_kv_heads + h];
+      }
+      const int64_t src = (slot * kv.num_kv_heads + h) * hd;
+      const int64_t dst = (t * kv.num_kv_heads + h) * hd;
+      for (int64_t d = 0; d < hd; ++d) {
+        k_out[dst + d] = StoredValue(kv.dtype, kv.k, src + d) * k_scale;
+        v_out[dst + d] = StoredValue(kv.dtype, kv.v, src + d) * v_scale;
+      }
+    }
+  }
+}
+
+void PagedAttention(const float* q, const kernels::PagedKv& kv, const kernels::PagedSeq* seqs,
+                    int64_t num_seqs, const kernels::PagedAttentionShape& shape, float* out,
+                    ThreadPool* pool) {
+  const int64_t row_floats = shape.num_heads * kv.head_dim;
+  std::vector<float> k, v;
+  for (int64_t s = 0; s < num_seqs; ++s) {
+    const kernels::PagedSeq& seq = seqs[s];
+    KV_CHECK(seq.num_queries >= 1 && seq.num_keys >= seq.num_queries)
+        << "num_queries=" << seq.num_queries << " num_keys=" << seq.num_keys;
+    k.resize(seq.num_keys * kv.num_kv_heads * kv.head_dim);
+    v.resize(k.size());
+    GatherPagedKv(kv, seq, k.data(), v.data());
+    kernels::AttentionShape dense;
+    dense.num_queries = seq.num_queries;
+    dense.num_keys = seq.num_keys;
+    dense.first_pos = seq.num_keys - seq.num_queries;
+    dense.num_heads = shape.num_heads;
+    dense.num_kv_heads = kv.num_kv_heads;
+    dense.head_dim = kv.head_dim;
+    dense.scale = shape.scale;
+    reference::DenseAttention(q + seq.query_offset * row_floats, k.data(), v.data(), dense,
+                   out + seq.query_offset * row_floats, pool);
+  }
+}
+
 }  // namespace kvserve::reference

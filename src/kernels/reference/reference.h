@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/paged_attention.h"
 
 namespace kvserve::reference {
 
@@ -29,5 +30,17 @@ void EmbeddingLookup(const Tensor& table, int64_t token, float* out);
 
 void DenseAttention(const float* q, const float* k, const float* v,
                     const kernels::AttentionShape& shape, float* out, ThreadPool* pool);
+
+// Dequantizes one sequence's paged K and V (all num_keys positions, all KV heads) through its
+// block table into dense rows: k_out, v_out [seq.num_keys, kv.num_kv_heads, kv.head_dim].
+// f16/bf16 convert exactly; fp8 is the decoded value times the KV head's scale; int8 is the
+// value times its slot's and head's scale.
+void GatherPagedKv(const kernels::PagedKv& kv, const kernels::PagedSeq& seq, float* k_out,
+                   float* v_out);
+
+// Each sequence: GatherPagedKv, then DenseAttention with first_pos = num_keys - num_queries.
+void PagedAttention(const float* q, const kernels::PagedKv& kv, const kernels::PagedSeq* seqs,
+                    int64_t num_seqs, const kernels::PagedAttentionShape& shape, float* out,
+                    ThreadPool* pool);
 
 }  // namespace kvserve::reference

@@ -1,0 +1,222 @@
+// Paged attention entry points: checks, the plan of work items (paged_attention_impl.h), the
+// parallel run of the item kernel of the current SIMD level, and the merge of partitions.
+#include "kernels/paged_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "base/check.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/paged_attention_impl.h"
+
+namespace kvserve::kernels {
+namespace {
+
+using internal::paged::ItemKernel;
+using internal::paged::ItemScratch;
+using internal::paged::kPartitionKeys;
+using internal::paged::Problem;
+using internal::paged::WorkItem;
+
+// The partitions of one (sequence, KV head, query tile) whose partial results are merged.
+struct MergeGroup {
+  int64_t seq = 0;
+  int64_t kv_head = 0;
+  int64_t query_begin = 0, query_end = 0;
+  int64_t num_partitions = 0;
+  int64_t partial_offset = 0;  // floats into the partial buffer: [partitions, rows, 2 + hd]
+};
+
+// Reused by every call on a thread (the engine thread), so a step allocates nothing once warm.
+struct Plan {
+  std::vector<WorkItem> items;
+  std::vector<int64_t> partial_offsets;  // per item, -1 for items writing to `out`
+  std::vector<MergeGroup> groups;
+  std::vector<float> partials;
+};
+
+ItemKernel CurrentItemKernel() {
+  switch (internal::CurrentSimdLevel()) {
+    case internal::SimdLevel::kAvx512Vnni: return internal::paged::avx512::RunItem;
+    case internal::SimdLevel::kAvx2: return internal::paged::avx2::RunItem;
+    case internal::SimdLevel::kScalar: break;
+  }
+  return internal::paged::scalar::RunItem;
+}
+
+void CheckInputs(const PagedKv& kv, const PagedSeq* seqs, int64_t num_seqs,
+                 const PagedAttentionShape& shape) {
+  KV_CHECK(kv.dtype == DType::kF32 || kv.dtype == DType::kF16 || kv.dtype == DType::kBF16 ||
+           kv.dtype == DType::kFp8E4M3 || kv.dtype == DType::kFp8E5M2 || kv.dtype == DType::kI8)
+      << "paged KV dtype " << DTypeName(kv.dtype);
+  KV_CHECK(kv.block_size > 0 && kv.num_kv_heads > 0 && kv.head_dim > 0)
+      << "block_size=" << kv.block_size << " num_kv_heads=" << kv.num_kv_heads
+      << " head_dim=" << kv.head_dim;
+  KV_CHECK(shape.num_heads > 0 && shape.num_heads % kv.num_kv_heads == 0)
+      << "num_heads=" << shape.num_heads << " num_kv_heads=" << kv.num_kv_heads;
+  KV_CHECK(kv.k != nullptr && kv.v != nullptr);
+  if (kv.dtype == DType::kFp8E4M3 || kv.dtype == DType::kFp8E5M2) {
+    KV_CHECK(kv.k_head_scales != nullptr && kv.v_head_scales != nullptr) << "fp8 needs scales";
+  }
+  if (kv.dtype == DType::kI8) {
+    KV_CHECK(kv.k_token_scales != nullptr && kv.v_token_scales != nullptr) << "int8 needs scales";
+  }
+  KV_CHECK(num_seqs >= 0);
+  for (int64_t s = 0; s < num_seqs; ++s) {
+    KV_CHECK(seqs[s].num_queries >= 1 && seqs[s].num_keys >= seqs[s].num_queries)
+        << "sequence " << s << ": num_queries=" << seqs[s].num_queries
+        << " num_keys=" << seqs[s].num_keys;
+    KV_CHECK(seqs[s].block_table != nullptr && seqs[s].query_offset >= 0);
+  }
+}
+
+// Items for every (sequence, query tile, KV head, partition of kPartitionKeys keys).
+void BuildPlan(const PagedKv& kv, const PagedSeq* seqs, int64_t num_seqs, int64_t group,
+               Plan& plan) {
+  plan.items.clear();
+  plan.partial_offsets.clear();
+  plan.groups.clear();
+  const int64_t tile_queries = std::max<int64_t>(1, internal::paged::kTileRows / group);
+  int64_t partial_floats = 0;
+  for (int64_t s = 0; s < num_seqs; ++s) {
+    const PagedSeq& seq = seqs[s];
+    const int64_t first_pos = seq.num_keys - seq.num_queries;
+    for (int64_t qb = 0; qb < seq.num_queries; qb += tile_queries) {
+      const int64_t qe = std::min(seq.num_queries, qb + tile_queries);
+      const int64_t num_keys = first_pos + qe;  // keys visible to the tile's last query
+      const int64_t num_partitions = (num_keys + kPartitionKeys - 1) / kPartitionKeys;
+      const int64_t rows = (qe - qb) * group;
+      for (int64_t h = 0; h < kv.num_kv_heads; ++h) {
+        WorkItem item;
+        item.seq = s;
+        item.kv_head = h;
+        item.query_begin = qb;
+        item.query_end = qe;
+        if (num_partitions == 1) {
+          item.key_begin = 0;
+          item.key_end = num_keys;
+          plan.items.push_back(item);
+          plan.partial_offsets.push_back(-1);
+          continue;
+        }
+        plan.groups.push_back({s, h, qb, qe, num_partitions, partial_floats});
+        for (int64_t p = 0; p < num_partitions; ++p) {
+          item.key_begin = p * kPartitionKeys;
+          item.key_end = std::min(num_keys, (p + 1) * kPartitionKeys);
+          plan.items.push_back(item);
+          plan.partial_offsets.push_back(partial_floats);
+          partial_floats += rows * (2 + kv.head_dim);
+        }
+      }
+    }
+  }
+  if (plan.partials.size() < static_cast<size_t>(partial_floats)) {
+    plan.partials.resize(partial_floats);
+  }
+  for (size_t i = 0; i < plan.items.size(); ++i) {
+    if (plan.partial_offsets[i] >= 0) {
+      plan.items[i].partial = plan.partials.data() + plan.partial_offsets[i];
+    }
+  }
+}
+
+// out row = sum_p exp(m_p - M) acc_p * (v_factor / sum_p exp(m_p - M) l_p), M = max_p m_p;
+// partitions a row does not see (m = -inf) are skipped, so a row's result does not depend on
+// how many partitions its tile had.
+void MergeGroupRows(const Problem& problem, const MergeGroup& g, const float* partials,
+                    std::vector<float>& sum) {
+  const PagedKv& kv = *problem.kv;
+  const PagedSeq& seq = problem.seqs[g.seq];
+  const int64_t hd = kv.head_dim;
+  const int64_t rows = (g.query_end - g.query_begin) * problem.group;
+  const int64_t row_floats = 2 + hd;
+  const float v_factor = internal::paged::VFactor(kv, g.kv_head);
+  sum.resize(hd);
+  for (int64_t r = 0; r < rows; ++r) {
+    float max_score = -INFINITY;
+    for (int64_t p = 0; p < g.num_partitions; ++p) {
+      max_score = std::max(max_score, partials[g.partial_offset + (p * rows + r) * row_floats]);
+    }
+    float l = 0.0f;
+    std::fill(sum.begin(), sum.end(), 0.0f);
+    for (int64_t p = 0; p < g.num_partitions; ++p) {
+      const float* part = partials + g.partial_offset + (p * rows + r) * row_floats;
+      if (part[0] == -INFINITY) continue;
+      const float w = std::exp(part[0] - max_score);
+      l += part[1] * w;
+      for (int64_t d = 0; d < hd; ++d) sum[d] += part[2 + d] * w;
+    }
+    const int64_t i = g.query_begin + r / problem.group;
+    const int64_t head = g.kv_head * problem.group + r % problem.group;
+    float* o = problem.out + ((seq.query_offset + i) * problem.num_heads + head) * hd;
+    const float inv = v_factor / l;
+    for (int64_t d = 0; d < hd; ++d) o[d] = sum[d] * inv;
+  }
+}
+
+void RunPaged(const float* q, const PagedKv& kv, const PagedSeq* seqs, int64_t num_seqs,
+              const PagedAttentionShape& shape, float* out, ThreadPool* pool) {
+  CheckInputs(kv, seqs, num_seqs, shape);
+  if (num_seqs == 0) return;
+  Problem problem;
+  problem.q = q;
+  problem.out = out;
+  problem.kv = &kv;
+  problem.seqs = seqs;
+  problem.num_heads = shape.num_heads;
+  problem.group = shape.num_heads / kv.num_kv_heads;
+  problem.scale = shape.scale;
+
+  // The caller's plan; lambdas name it through this reference (a thread_local named inside
+  // them would be the running worker's own instance).
+  thread_local Plan caller_plan;
+  Plan& plan = caller_plan;
+  BuildPlan(kv, seqs, num_seqs, problem.group, plan);
+  const ItemKernel kernel = CurrentItemKernel();
+  auto run_items = [&](int64_t begin, int64_t end) {
+    thread_local ItemScratch scratch;
+    for (int64_t i = begin; i < end; ++i) kernel(problem, plan.items[i], scratch);
+  };
+  auto merge = [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> sum;
+    for (int64_t g = begin; g < end; ++g) {
+      MergeGroupRows(problem, plan.groups[g], plan.partials.data(), sum);
+    }
+  };
+  const auto num_items = static_cast<int64_t>(plan.items.size());
+  const auto num_groups = static_cast<int64_t>(plan.groups.size());
+  if (pool != nullptr && pool->num_threads() > 1) {
+    pool->ParallelFor(num_items, 1, run_items);
+    if (num_groups > 0) pool->ParallelFor(num_groups, 1, merge);
+  } else {
+    run_items(0, num_items);
+    merge(0, num_groups);
+  }
+}
+
+}  // namespace
+
+void PagedPrefillAttention(const float* q, const PagedKv& kv, const PagedSeq& seq,
+                           const PagedAttentionShape& shape, float* out, ThreadPool* pool) {
+  RunPaged(q, kv, &seq, 1, shape, out, pool);
+}
+
+void PagedDecodeAttention(const float* q, const PagedKv& kv, const PagedSeq* seqs,
+                          int64_t num_seqs, const PagedAttentionShape& shape, float* out,
+                          ThreadPool* pool) {
+  for (int64_t s = 0; s < num_seqs; ++s) {
+    KV_CHECK(seqs[s].num_queries == 1) << "decode sequence " << s << " has "
+                                       << seqs[s].num_queries << " queries";
+  }
+  RunPaged(q, kv, seqs, num_seqs, shape, out, pool);
+}
+
+// One plan for the whole batch (decode and prefill items share one parallel section); the
+// items are those PagedDecodeAttention and PagedPrefillAttention would run.
+void PagedAttention(const float* q, const PagedKv& kv, const PagedSeq* seqs, int64_t num_seqs,
+                    const PagedAttentionShape& shape, float* out, ThreadPool* pool) {
+  RunPaged(q, kv, seqs, num_seqs, shape, out, pool);
+}
+
+}  // namespace kvserve::kernels

@@ -1,0 +1,95 @@
+// Internals of the CPU paged attention kernels (kernels/paged_attention.h): the work items
+// paged_attention.cc plans and one item kernel per SIMD level. Internal to kernels/cpu.
+//
+// A work item is (sequence, KV head, tile of query tokens, key partition). Its rows are the
+// tile's queries times the KV head's group of query heads, ordered query-major:
+// row r = (query query_begin + r / group, head kv_head * group + r % group). Partitions are a
+// fixed kPartitionKeys keys, aligned to position 0, whatever the batch, the thread count or
+// the tile: a query row's result depends only on its sequence's KV and its own position, so
+// batched == alone and prefill == decode hold bit for bit at a given SIMD level.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/paged_attention.h"
+
+namespace kvserve::kernels::internal::paged {
+
+// Keys per partition (flash-decoding split); a multiple of every chunk size below.
+inline constexpr int64_t kPartitionKeys = 256;
+// Target rows (query tokens x heads of a GQA group) per tile in prefill.
+inline constexpr int64_t kTileRows = 32;
+
+// Floats per row of a head vector as the item kernels store it: head_dim rounded up to 8
+// (the tail is zero), so SIMD loops have no remainder.
+inline int64_t PaddedHeadDim(int64_t head_dim) { return (head_dim + 7) / 8 * 8; }
+
+// Keys converted to float per step (K and V chunks of chunk x padded head_dim floats stay in
+// L1): 32 up to head_dim 64, 16 up to 128, else 8. Always a multiple of 8 dividing
+// kPartitionKeys.
+inline int64_t ChunkKeys(int64_t padded_head_dim) {
+  return padded_head_dim <= 64 ? 32 : padded_head_dim <= 128 ? 16 : 8;
+}
+
+// Every level converts fp8 E4M3 to float as value / kE4M3Factor (the AVX2 path reinterprets
+// the bits as f16, which is exactly that); the factor goes into the K and V factors below.
+inline constexpr float kE4M3Factor = 256.0f;
+
+// What converted K values of `kv_head` are multiplied by (besides int8 slot scales): the fp8
+// head scale (times kE4M3Factor for E4M3), else 1. Powers of two keep the products exact.
+inline float KFactor(const PagedKv& kv, int64_t kv_head) {
+  if (kv.dtype == DType::kFp8E4M3) return kv.k_head_scales[kv_head] * kE4M3Factor;
+  if (kv.dtype == DType::kFp8E5M2) return kv.k_head_scales[kv_head];
+  return 1.0f;
+}
+// Same for V; applied once to each output row.
+inline float VFactor(const PagedKv& kv, int64_t kv_head) {
+  if (kv.dtype == DType::kFp8E4M3) return kv.v_head_scales[kv_head] * kE4M3Factor;
+  if (kv.dtype == DType::kFp8E5M2) return kv.v_head_scales[kv_head];
+  return 1.0f;
+}
+
+// Per-call constants shared by all items.
+struct Problem {
+  const float* q = nullptr;  // [total_rows, num_heads, head_dim]
+  float* out = nullptr;      // [total_rows, num_heads, head_dim]
+  const PagedKv* kv = nullptr;
+  const PagedSeq* seqs = nullptr;
+  int64_t num_heads = 0;
+  int64_t group = 0;  // query heads per KV head
+  float scale = 0.0f;
+};
+
+struct WorkItem {
+  int64_t seq = 0;  // index into Problem::seqs
+  int64_t kv_head = 0;
+  int64_t query_begin = 0, query_end = 0;  // query indices within the sequence
+  // Keys [key_begin, key_end): one partition, key_end clipped to the tile's last visible key.
+  int64_t key_begin = 0, key_end = 0;
+  // Null: the item covers all the tile's keys and writes normalized rows to Problem::out.
+  // Otherwise [rows, 2 + head_dim] floats: per row the running max m (of scaled scores), the
+  // sum l of exp(score - m) and the unnormalized output sum_t exp(score_t - m) v_t, for
+  // paged_attention.cc to merge; rows without visible keys here have m = -inf and l = 0.
+  float* partial = nullptr;
+};
+
+// Per-thread scratch, grown to the largest item seen and then reused (no allocation per
+// block, nor per item once warm).
+struct ItemScratch {
+  std::vector<float> floats;
+};
+
+// Runs one item: same algorithm at every level (see paged_attention_item.inc).
+using ItemKernel = void (*)(const Problem& problem, const WorkItem& item, ItemScratch& scratch);
+namespace scalar {
+void RunItem(const Problem& problem, const WorkItem& item, ItemScratch& scratch);
+}  // namespace scalar
+namespace avx2 {
+void RunItem(const Problem& problem, const WorkItem& item, ItemScratch& scratch);
+}  // namespace avx2
+namespace avx512 {
+void RunItem(const Problem& problem, const WorkItem& item, ItemScratch& scratch);
+}  // namespace avx512
+
+}  // namespace kvserve::kernels::internal::paged

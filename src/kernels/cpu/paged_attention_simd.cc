@@ -1,0 +1,66 @@
+// SIMD item kernels of the paged attention: paged_attention_item.inc with the AVX2 operations
+// of paged_attention_simd.inc, compiled twice: for AVX2+FMA+F16C, and with AVX-512 VL enabled
+// (same 256-bit code; 32 registers allow bigger register tiles).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/check.h"
+#include "kernels/cpu/paged_attention_impl.h"
+#include "tensor/dtype.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+namespace kvserve::kernels::internal::paged {
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+namespace avx2 {
+namespace {
+#include "kernels/cpu/simd_math.inc"
+#define KV_PAGED_VECTOR_REGISTERS 16
+#include "kernels/cpu/paged_attention_simd.inc"
+#undef KV_PAGED_VECTOR_REGISTERS
+#include "kernels/cpu/paged_attention_item.inc"
+}  // namespace
+void RunItem(const Problem& problem, const WorkItem& item, ItemScratch& scratch) {
+  RunItemT<Ops>(problem, item, scratch);
+}
+}  // namespace avx2
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")
+namespace avx512 {
+namespace {
+#include "kernels/cpu/simd_math.inc"
+#define KV_PAGED_VECTOR_REGISTERS 32
+#include "kernels/cpu/paged_attention_simd.inc"
+#undef KV_PAGED_VECTOR_REGISTERS
+#include "kernels/cpu/paged_attention_item.inc"
+}  // namespace
+void RunItem(const Problem& problem, const WorkItem& item, ItemScratch& scratch) {
+  RunItemT<Ops>(problem, item, scratch);
+}
+}  // namespace avx512
+#pragma GCC pop_options
+
+}  // namespace kvserve::kernels::internal::paged
+
+#else  // not x86-64: CurrentSimdLevel() is always kScalar; these exist only to link.
+
+namespace kvserve::kernels::internal::paged {
+namespace avx2 {
+void RunItem(const Problem& problem, const WorkItem& item, ItemScratch& scratch) {
+  scalar::RunItem(problem, item, scratch);
+}
+}  // namespace avx2
+namespace avx512 {
+void RunItem(const Problem& problem, const WorkItem& item, ItemScratch& scratch) {
+  scalar::RunItem(problem, item, scratch);
+}
+}  // namespace avx512
+}  // namespace kvserve::kernels::internal::paged
+
+#endif

@@ -1,0 +1,51 @@
+// ForwardBatch: everything a model's forward pass needs about one step of several sequences,
+// as flat arrays (structure of arrays, as vLLM's attention metadata). The only input to the
+// model besides the KV storage; models never see requests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "kv/block_pool.h"
+#include "kv/block_table.h"
+#include "tokenizer/vocab_spec.h"
+
+namespace kvserve {
+
+// Plain value type. Sequence i owns token rows query_start[i] .. query_start[i+1] - 1; those
+// are its positions seq_lens[i] - num_new .. seq_lens[i] - 1 (chunked prefill: any number of
+// new tokens over any number of cached ones; decode: one).
+// Invariants (Validate): sizes agree; query_start starts at 0 and increases strictly; each
+// sequence's positions are consecutive and end at seq_lens[i] - 1; block tables cover
+// seq_lens; slot_mapping[t] is the slot of positions[t] in its sequence's table; logits
+// indices are valid rows.
+struct ForwardBatch {
+  std::vector<TokenId> token_ids;       // [num_tokens]
+  std::vector<int64_t> positions;       // [num_tokens]
+  std::vector<int64_t> slot_mapping;    // [num_tokens] KV slot each token's K/V is written to
+  std::vector<int64_t> query_start;     // [num_seqs + 1] row offsets
+  std::vector<int64_t> seq_lens;        // [num_seqs] keys per sequence after this step
+  std::vector<std::vector<BlockId>> block_tables;  // [num_seqs][>= ceil(seq_len / block_size)]
+  std::vector<int64_t> logits_indices;  // rows whose logits are wanted, in output order
+
+  int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
+  int64_t num_seqs() const { return static_cast<int64_t>(seq_lens.size()); }
+  int64_t num_logits() const { return static_cast<int64_t>(logits_indices.size()); }
+
+  // Appends one sequence's new tokens (positions table.num_tokens() ... onwards; the table
+  // must already have room for them), wanting logits for its last token, or for every new
+  // token when all_logits. Call table.set_num_tokens(...) afterwards (the batch does not
+  // change the table).
+  void AddSequence(const std::vector<TokenId>& new_tokens, const BlockTable& table,
+                   bool all_logits = false);
+  // Same for tokens [begin, end) of a longer list at positions start_pos + (0 .. end-begin).
+  void AddSequence(const TokenId* new_tokens, int64_t num_new, int64_t start_pos,
+                   const BlockTable& table, bool all_logits = false);
+
+  // Checks the invariants above against a cache of num_slots slots and block_size.
+  Status Validate(int64_t block_size, int64_t num_blocks) const;
+};
+
+}  // namespace kvserve
