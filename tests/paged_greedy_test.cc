@@ -216,14 +216,14 @@ TEST_F(PagedGreedyTest, ChunkedPrefillMatchesReference) {
 // measured figures and KL divergences are in docs/kv-quantization.md.
 std::vector<float> TeacherForcedLogits(LlamaModel& model, const std::vector<TokenId>& tokens,
                                        DType dtype, const std::vector<TokenId>& calibration,
-                                       bool center_keys) {
+                                       bool center) {
   const int64_t V = model.config().vocab_size;
   const int64_t n = static_cast<int64_t>(tokens.size());
   const KvCacheSpec spec = model.kv_spec(dtype, 16);
   auto storage = KvStorage::Create(spec, spec.blocks_for_tokens(n));
   EXPECT_TRUE(storage.ok());
   if (dtype == DType::kFp8E4M3 || dtype == DType::kFp8E5M2 || dtype == DType::kI8) {
-    auto cal = CalibrateKvCache(model, dtype, calibration, nullptr, "test", center_keys);
+    auto cal = CalibrateKvCache(model, dtype, calibration, nullptr, "test", center);
     EXPECT_TRUE(cal.ok());
     EXPECT_TRUE(ApplyKvCalibration(*cal, storage->get()).ok());
   }
@@ -254,17 +254,18 @@ TEST_F(PagedGreedyTest, QuantizedKvTop1AgreementTeacherForced) {
     DType dtype;
     double min_top1;
   };
-  for (const Want& w : {Want{DType::kF16, 0.99}, Want{DType::kBF16, 0.95},
-                        Want{DType::kFp8E4M3, 0.9}, Want{DType::kFp8E5M2, 0.85},
-                        Want{DType::kI8, 0.95}}) {
-   for (bool center : {false, true}) {
+  // Measured (centered, calibrated on the built-in text): f16 1.0, bf16 0.997, fp8_e4m3
+  // 0.977, fp8_e5m2 0.937, int8 0.992.
+  for (const Want& w : {Want{DType::kF16, 0.99}, Want{DType::kBF16, 0.98},
+                        Want{DType::kFp8E4M3, 0.95}, Want{DType::kFp8E5M2, 0.9},
+                        Want{DType::kI8, 0.98}}) {
     int64_t agree = 0, total = 0;
     for (const Case& c : cases_) {
       std::vector<TokenId> tokens = c.prompt;
       tokens.insert(tokens.end(), c.ids_after_bos.begin() + (c.prompt.size() - 1),
                     c.ids_after_bos.end());
       const auto ref = TeacherForcedLogits(*model_, tokens, DType::kF32, calibration, false);
-      const auto got = TeacherForcedLogits(*model_, tokens, w.dtype, calibration, center);
+      const auto got = TeacherForcedLogits(*model_, tokens, w.dtype, calibration, true);
       for (size_t p = 0; p < tokens.size(); ++p) {
         const float* r = ref.data() + p * V;
         const float* g = got.data() + p * V;
@@ -273,10 +274,9 @@ TEST_F(PagedGreedyTest, QuantizedKvTop1AgreementTeacherForced) {
       }
     }
     const double top1 = static_cast<double>(agree) / static_cast<double>(total);
-    std::printf("%s center=%d: top-1 agreement with f32 KV %.4f over %lld positions\n", DTypeName(w.dtype), center,
-                top1, static_cast<long long>(total));
+    std::printf("%s: top-1 agreement with f32 KV %.4f over %lld positions\n",
+                DTypeName(w.dtype), top1, static_cast<long long>(total));
     EXPECT_GE(top1, w.min_top1) << DTypeName(w.dtype);
-   }
   }
 }
 

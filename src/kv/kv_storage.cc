@@ -125,48 +125,60 @@ void KvStorage::observe_absmax(bool on) {
     absmax_k_.assign(n, 0.0f);
     absmax_v_.assign(n, 0.0f);
     const size_t nc = n * static_cast<size_t>(spec_.head_dim);
-    k_sum_.assign(nc, 0.0);
-    k_min_.assign(nc, INFINITY);
-    k_max_.assign(nc, -INFINITY);
+    for (int i = 0; i < 2; ++i) {
+      sum_[i].assign(nc, 0.0);
+      min_[i].assign(nc, INFINITY);
+      max_[i].assign(nc, -INFINITY);
+    }
     observed_tokens_.assign(static_cast<size_t>(spec_.num_layers), 0);
   }
 }
 
-std::vector<float> KvStorage::observed_key_mean() const {
-  std::vector<float> mean(k_sum_.size(), 0.0f);
+std::vector<float> KvStorage::observed_mean(bool keys) const {
+  const std::vector<double>& sum = sum_[keys ? 0 : 1];
+  std::vector<float> mean(sum.size(), 0.0f);
   const size_t per_layer = static_cast<size_t>(spec_.num_kv_heads * spec_.head_dim);
-  for (size_t i = 0; i < k_sum_.size(); ++i) {
+  for (size_t i = 0; i < sum.size(); ++i) {
     const int64_t n = observed_tokens_[i / per_layer];
-    mean[i] = n > 0 ? static_cast<float>(k_sum_[i] / static_cast<double>(n)) : 0.0f;
+    mean[i] = n > 0 ? static_cast<float>(sum[i] / static_cast<double>(n)) : 0.0f;
   }
   return mean;
 }
 
-std::vector<float> KvStorage::observed_centered_key_absmax(
-    const std::vector<float>& k_mean) const {
-  KV_CHECK_EQ(k_mean.size(), k_sum_.size());
+std::vector<float> KvStorage::observed_centered_absmax(bool keys,
+                                                       const std::vector<float>& mean) const {
+  const int w = keys ? 0 : 1;
+  KV_CHECK_EQ(mean.size(), sum_[w].size());
   const size_t hd = static_cast<size_t>(spec_.head_dim);
   std::vector<float> absmax(absmax_k_.size(), 0.0f);
-  for (size_t i = 0; i < k_sum_.size(); ++i) {
-    if (k_min_[i] > k_max_[i]) continue;  // never observed
-    const float a = std::max(std::fabs(k_max_[i] - k_mean[i]), std::fabs(k_min_[i] - k_mean[i]));
+  for (size_t i = 0; i < mean.size(); ++i) {
+    if (min_[w][i] > max_[w][i]) continue;  // never observed
+    const float a = std::max(std::fabs(max_[w][i] - mean[i]), std::fabs(min_[w][i] - mean[i]));
     absmax[i / hd] = std::max(absmax[i / hd], a);
   }
   return absmax;
 }
 
-Status KvStorage::SetKeyCentering(std::vector<float> k_mean) {
+Status KvStorage::SetCentering(std::vector<float> k_mean, std::vector<float> v_mean) {
   const size_t n = static_cast<size_t>(spec_.num_layers * spec_.num_kv_heads * spec_.head_dim);
-  if (k_mean.size() != n) {
-    return InvalidArgumentError("key centering: expected " + std::to_string(n) + " values, got " +
-                                std::to_string(k_mean.size()));
+  if (k_mean.size() != n || v_mean.size() != n) {
+    return InvalidArgumentError("KV centering: expected " + std::to_string(n) +
+                                " values each for K and V");
   }
-  for (float m : k_mean) {
-    if (!std::isfinite(m)) return InvalidArgumentError("key centering values must be finite");
+  for (const auto* vec : {&k_mean, &v_mean}) {
+    for (float m : *vec) {
+      if (!std::isfinite(m)) return InvalidArgumentError("KV centering values must be finite");
+    }
   }
   k_mean_ = std::move(k_mean);
+  v_mean_ = std::move(v_mean);
   centered_.resize(static_cast<size_t>(spec_.head_dim));
   return OkStatus();
+}
+
+const float* KvStorage::value_centering(int64_t layer) const {
+  return v_mean_.empty() ? nullptr
+                         : v_mean_.data() + layer * spec_.num_kv_heads * spec_.head_dim;
 }
 
 namespace {
@@ -234,24 +246,32 @@ void KvStorage::Write(int64_t layer, const int64_t* slots, int64_t num_tokens, c
       float* ks = dtype == DType::kI8 ? L.k_scales.get() + slot * heads + h : nullptr;
       float* vs = dtype == DType::kI8 ? L.v_scales.get() + slot * heads + h : nullptr;
       const float* kh = kt + h * hd;
+      const float* vh = vt + h * hd;
+      if (observing_) {
+        for (int64_t i = 0; i < hd; ++i) {
+          const size_t c = sh * static_cast<size_t>(hd) + static_cast<size_t>(i);
+          absmax_k_[sh] = std::max(absmax_k_[sh], std::fabs(kh[i]));
+          absmax_v_[sh] = std::max(absmax_v_[sh], std::fabs(vh[i]));
+          const float x[2] = {kh[i], vh[i]};
+          for (int w = 0; w < 2; ++w) {
+            sum_[w][c] += x[w];
+            min_[w][c] = std::min(min_[w][c], x[w]);
+            max_[w][c] = std::max(max_[w][c], x[w]);
+          }
+        }
+      }
       if (!k_mean_.empty()) {
         const float* mu = k_mean_.data() + sh * static_cast<size_t>(hd);
         for (int64_t i = 0; i < hd; ++i) centered_[static_cast<size_t>(i)] = kh[i] - mu[i];
         kh = centered_.data();
       }
       clipped_k += StoreHead(dtype, kh, hd, inv_k, L.k.get() + elem * value_bytes, ks);
-      clipped_v += StoreHead(dtype, vt + h * hd, hd, inv_v, L.v.get() + elem * value_bytes, vs);
-      if (observing_) {
-        for (int64_t i = 0; i < hd; ++i) {
-          const float x = kt[h * hd + i];
-          const size_t c = sh * static_cast<size_t>(hd) + static_cast<size_t>(i);
-          absmax_k_[sh] = std::max(absmax_k_[sh], std::fabs(x));
-          absmax_v_[sh] = std::max(absmax_v_[sh], std::fabs(vt[h * hd + i]));
-          k_sum_[c] += x;
-          k_min_[c] = std::min(k_min_[c], x);
-          k_max_[c] = std::max(k_max_[c], x);
-        }
+      if (!v_mean_.empty()) {
+        const float* mu = v_mean_.data() + sh * static_cast<size_t>(hd);
+        for (int64_t i = 0; i < hd; ++i) centered_[static_cast<size_t>(i)] = vh[i] - mu[i];
+        vh = centered_.data();
       }
+      clipped_v += StoreHead(dtype, vh, hd, inv_v, L.v.get() + elem * value_bytes, vs);
     }
   }
   if (observing_) observed_tokens_[static_cast<size_t>(layer)] += num_tokens;

@@ -83,24 +83,30 @@ class KvStorage {
 
   const KvQuantStats& quant_stats() const { return quant_stats_; }
 
-  // Key centering (int8 and fp8): a per-layer, per-KV-head, per-channel offset subtracted from
-  // every key before it is quantized ([num_layers * num_kv_heads * head_dim]). Attention is
-  // unchanged by it: q . (k - mu) differs from q . k by q . mu, the same for every key of a
-  // query, and softmax ignores such shifts. It removes the channel biases that dominate keys'
-  // magnitudes, so the quantization step shrinks. ReadSlot returns the centered keys.
-  Status SetKeyCentering(std::vector<float> k_mean);
+  // Centering (int8 and fp8): per-layer, per-KV-head, per-channel offsets subtracted from
+  // every key and value before it is quantized ([num_layers * num_kv_heads * head_dim] each;
+  // empty = off). Attention is unchanged by it: q . (k - mu_k) differs from q . k by q . mu_k,
+  // the same for every key of a query, which softmax ignores; and sum_t p_t (v_t - mu_v) =
+  // out - mu_v since the p_t sum to 1, so the model adds mu_v back to the attention output
+  // (value_centering(layer)). Removing the channel means shrinks the magnitudes that set the
+  // quantization step. ReadSlot and the kernels see the centered values.
+  Status SetCentering(std::vector<float> k_mean, std::vector<float> v_mean);
   const std::vector<float>& key_centering() const { return k_mean_; }
+  // [num_kv_heads * head_dim] offsets of a layer, or null when off.
+  const float* value_centering(int64_t layer) const;
+
 
   // Calibration support: while on, Write() tracks per-layer, per-head absmax of K and V and
-  // per-channel sums, minima and maxima of K.
+  // per-channel sums, minima and maxima of both.
   void observe_absmax(bool on);
   // [num_layers * num_kv_heads], layer major.
   const std::vector<float>& absmax_k() const { return absmax_k_; }
   const std::vector<float>& absmax_v() const { return absmax_v_; }
-  // Per-channel mean of the observed keys ([num_layers * num_kv_heads * head_dim]).
-  std::vector<float> observed_key_mean() const;
-  // Per-head absmax of the observed keys after subtracting `k_mean` ([layers * heads]).
-  std::vector<float> observed_centered_key_absmax(const std::vector<float>& k_mean) const;
+  // Per-channel mean of the observed keys (keys = true) or values
+  // ([num_layers * num_kv_heads * head_dim]).
+  std::vector<float> observed_mean(bool keys) const;
+  // Per-head absmax of the observed keys or values after subtracting `mean` ([layers * heads]).
+  std::vector<float> observed_centered_absmax(bool keys, const std::vector<float>& mean) const;
 
  private:
   struct AlignedFree {
@@ -119,13 +125,14 @@ class KvStorage {
   KvScales scales_;
   std::vector<float> inv_k_scales_, inv_v_scales_;  // 1 / scales_
   KvQuantStats quant_stats_;
-  std::vector<float> k_mean_;  // key centering, empty when off
-  std::vector<float> centered_;  // scratch: one token's centered keys
+  std::vector<float> k_mean_, v_mean_;  // centering, empty when off
+  std::vector<float> centered_;          // scratch: one head's centered values
   bool observing_ = false;
   std::vector<float> absmax_k_, absmax_v_;
-  std::vector<double> k_sum_;               // [layers * heads * head_dim]
-  std::vector<float> k_min_, k_max_;        // [layers * heads * head_dim]
-  std::vector<int64_t> observed_tokens_;    // [layers]
+  // Per-channel statistics [layers * heads * head_dim]; index 0 keys, 1 values.
+  std::vector<double> sum_[2];
+  std::vector<float> min_[2], max_[2];
+  std::vector<int64_t> observed_tokens_;  // [layers]
 };
 
 // Fp8 scales from observed absmax: scale = absmax * headroom / fp8 max, so that values up to

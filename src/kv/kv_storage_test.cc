@@ -134,6 +134,42 @@ TEST(KvStorageTest, Int8ScaleIsPerTokenAndHead) {
   EXPECT_EQ(vb[0], 0.0f);
 }
 
+TEST(KvStorageTest, ObservesMeansAndStoresCenteredValues) {
+  auto observer = KvStorage::Create(Spec(DType::kF32), 2);
+  ASSERT_TRUE(observer.ok());
+  (*observer)->observe_absmax(true);
+  // Two tokens on layer 0: channel means are the averages, per head and channel.
+  std::vector<float> k(240), v(240);
+  for (int i = 0; i < 240; ++i) {
+    k[i] = static_cast<float>(i % 120) + (i < 120 ? 1.0f : 3.0f);  // mean = i%120 + 2
+    v[i] = (i < 120 ? -1.0f : 5.0f);                                // mean = 2, spread 3
+  }
+  const int64_t slots[2] = {0, 1};
+  (*observer)->Write(0, slots, 2, k.data(), v.data());
+  const std::vector<float> km = (*observer)->observed_mean(true);
+  const std::vector<float> vm = (*observer)->observed_mean(false);
+  ASSERT_EQ(km.size(), 2u * 120);
+  EXPECT_FLOAT_EQ(km[0], 2.0f);
+  EXPECT_FLOAT_EQ(km[119], 121.0f);
+  EXPECT_FLOAT_EQ(vm[7], 2.0f);
+  EXPECT_FLOAT_EQ(km[120], 0.0f);  // layer 1 never observed
+  const std::vector<float> centered_absmax = (*observer)->observed_centered_absmax(false, vm);
+  EXPECT_FLOAT_EQ(centered_absmax[0], 3.0f);
+  EXPECT_FLOAT_EQ((*observer)->absmax_v()[0], 5.0f);
+
+  auto storage = KvStorage::Create(Spec(DType::kI8), 2);
+  ASSERT_TRUE(storage.ok());
+  ASSERT_TRUE((*storage)->SetCentering(km, vm).ok());
+  (*storage)->Write(0, slots, 2, k.data(), v.data());
+  std::vector<float> kb(120), vb(120);
+  (*storage)->ReadSlot(0, 1, kb.data(), vb.data());
+  EXPECT_NEAR(kb[5], 1.0f, 1e-6);  // 5 + 3 - (5 + 2)
+  EXPECT_NEAR(vb[5], 3.0f, 1e-6);  // 5 - 2
+  ASSERT_NE((*storage)->value_centering(0), nullptr);
+  EXPECT_FLOAT_EQ((*storage)->value_centering(0)[5], 2.0f);
+  EXPECT_FALSE((*storage)->SetCentering({1.0f}, {1.0f}).ok());
+}
+
 TEST(KvStorageTest, RejectsBadScalesAndSizes) {
   auto storage = KvStorage::Create(Spec(DType::kFp8E5M2), 1);
   ASSERT_TRUE(storage.ok());

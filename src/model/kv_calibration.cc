@@ -28,7 +28,7 @@ const std::string& BuiltinCalibrationText() {
 
 StatusOr<KvCalibration> CalibrateKvCache(LlamaModel& model, DType dtype,
                                          const std::vector<TokenId>& tokens, ThreadPool* pool,
-                                         const std::string& detail, bool center_keys) {
+                                         const std::string& detail, bool center) {
   const bool fp8 = dtype == DType::kFp8E4M3 || dtype == DType::kFp8E5M2;
   if (!fp8 && dtype != DType::kI8) {
     return InvalidArgumentError("calibration is for fp8 and int8 KV dtypes");
@@ -53,13 +53,17 @@ StatusOr<KvCalibration> CalibrateKvCache(LlamaModel& model, DType dtype,
     KV_RETURN_IF_ERROR(model.Forward(batch, storage.get(), pool, logits.data()));
   }
   KvCalibration result;
-  if (center_keys) result.key_mean = storage->observed_key_mean();
+  if (center) {
+    result.key_mean = storage->observed_mean(/*keys=*/true);
+    result.value_mean = storage->observed_mean(/*keys=*/false);
+  }
   if (fp8) {
     const std::vector<float> k_absmax =
-        center_keys ? storage->observed_centered_key_absmax(result.key_mean)
-                    : storage->absmax_k();
-    result.scales = Fp8ScalesFromAbsmax(dtype, k_absmax, storage->absmax_v(),
-                                        kFp8CalibrationHeadroom);
+        center ? storage->observed_centered_absmax(true, result.key_mean) : storage->absmax_k();
+    const std::vector<float> v_absmax =
+        center ? storage->observed_centered_absmax(false, result.value_mean)
+               : storage->absmax_v();
+    result.scales = Fp8ScalesFromAbsmax(dtype, k_absmax, v_absmax, kFp8CalibrationHeadroom);
     result.scales.source = KvScaleSource::kCalibrated;
     result.scales.detail = detail;
   }
@@ -69,7 +73,7 @@ StatusOr<KvCalibration> CalibrateKvCache(LlamaModel& model, DType dtype,
 Status ApplyKvCalibration(const KvCalibration& calibration, KvStorage* storage) {
   if (!calibration.scales.k.empty()) KV_RETURN_IF_ERROR(storage->SetScales(calibration.scales));
   if (!calibration.key_mean.empty()) {
-    KV_RETURN_IF_ERROR(storage->SetKeyCentering(calibration.key_mean));
+    KV_RETURN_IF_ERROR(storage->SetCentering(calibration.key_mean, calibration.value_mean));
   }
   return OkStatus();
 }

@@ -16,25 +16,27 @@ namespace kvserve {
 // Scales leave this much room above the calibration maximum before fp8 saturates (E4M3 has
 // the same relative precision over its whole normal range, so headroom costs only the
 // smallest values).
-inline constexpr float kFp8CalibrationHeadroom = 1.5f;
+inline constexpr float kFp8CalibrationHeadroom = 2.0f;
 
 // English prose used when no --kv-calibration-file is given (a few hundred tokens).
 const std::string& BuiltinCalibrationText();
 
 // What a calibration pass measures for a quantized KV dtype.
 struct KvCalibration {
-  KvScales scales;              // fp8: per-layer, per-head scales (empty for int8)
-  std::vector<float> key_mean;  // int8/fp8: key centering offsets (empty when not wanted)
+  KvScales scales;                // fp8: per-layer, per-head scales (empty for int8)
+  std::vector<float> key_mean;    // int8/fp8: centering offsets (KvStorage::SetCentering),
+  std::vector<float> value_mean;  // empty when not wanted
 };
 
 // Runs `tokens` (split into windows of at most 512 tokens and the model's context) through
 // `model` with an f32 paged cache that observes K and V, and returns for fp8 the scales
-// (source kCalibrated, `detail` saying what was run) and, with center_keys, the per-channel key
-// means (KvStorage::SetKeyCentering); fp8 scales are then computed on the centered keys.
+// (source kCalibrated, `detail` saying what was run) and, with `center`, the per-channel key
+// and value means (KvStorage::SetCentering); fp8 scales are then computed on the centered
+// values.
 // Errors when tokens is empty or dtype is not int8/fp8.
 StatusOr<KvCalibration> CalibrateKvCache(LlamaModel& model, DType dtype,
                                          const std::vector<TokenId>& tokens, ThreadPool* pool,
-                                         const std::string& detail, bool center_keys = true);
+                                         const std::string& detail, bool center = true);
 // Installs a calibration into a storage of the same dtype and geometry.
 Status ApplyKvCalibration(const KvCalibration& calibration, KvStorage* storage);
 

@@ -337,6 +337,15 @@ Status LlamaModel::Forward(const ForwardBatch& batch, KvStorage* kv, ThreadPool*
         view.k_token_scales = kv->k_token_scales(l);
         view.v_token_scales = kv->v_token_scales(l);
         kernels::PagedAttention(q, view, seqs.data(), num_seqs, shape, attn, pool);
+        // Values were stored centered: the attention output lacks their mean.
+        if (const float* v_mean = kv->value_centering(l)) {
+          const int64_t hd = c.head_dim, group = c.num_heads / c.num_kv_heads;
+          for (int64_t r = 0; r < n; ++r) {
+            for (int64_t h = 0; h < c.num_heads; ++h) {
+              AddInPlace(attn + (r * c.num_heads + h) * hd, v_mean + (h / group) * hd, hd);
+            }
+          }
+        }
       },
       pool);
   ComputeLogits(batch.logits_indices.data(), batch.num_logits(), logits, pool);

@@ -154,6 +154,76 @@ TEST(LlamaModelTest, Q8WeightsBatchedEqualsStepwise) {
   for (size_t i = 0; i < batched.size(); ++i) ASSERT_NEAR(batched[i], stepwise[i], 1e-4);
 }
 
+// The paged path (block size 3, chunks of 4 + 5 with all logits) equals the dense path; and
+// K/V centering with arbitrary offsets leaves the logits unchanged (softmax ignores the key
+// shift, the model adds the value mean back).
+TEST(LlamaModelTest, PagedForwardEqualsDenseAndCenteringIsExact) {
+  ModelConfig c = SmallConfig();
+  c.qkv_bias = true;
+  auto model = MustCreate(RandomModel(c, 5));
+  ASSERT_NE(model, nullptr);
+  const int64_t V = c.vocab_size, n = static_cast<int64_t>(kTokens.size());
+  const std::vector<float> dense = StepwiseLogits(model.get(), kTokens, nullptr);
+  for (bool centered : {false, true}) {
+    const KvCacheSpec spec = model->kv_spec(DType::kF32, 3);
+    auto storage = KvStorage::Create(spec, 5);
+    ASSERT_TRUE(storage.ok());
+    if (centered) {
+      std::mt19937 rng(3);
+      std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+      std::vector<float> km(c.num_layers * c.num_kv_heads * c.head_dim), vm(km.size());
+      for (float& x : km) x = dist(rng);
+      for (float& x : vm) x = dist(rng);
+      ASSERT_TRUE((*storage)->SetCentering(km, vm).ok());
+    }
+    BlockTable table(3);
+    table.append_blocks({4, 0, 2});  // non-contiguous placement, 9 slots
+    std::vector<float> logits(n * V);
+    ForwardBatch first;
+    first.AddSequence(kTokens.data(), 4, 0, table, true);
+    ASSERT_TRUE(model->Forward(first, storage->get(), nullptr, logits.data()).ok());
+    table.set_num_tokens(4);
+    ForwardBatch rest;
+    rest.AddSequence(kTokens.data() + 4, n - 4, 4, table, true);
+    ASSERT_TRUE(model->Forward(rest, storage->get(), nullptr, logits.data() + 4 * V).ok());
+    for (int64_t i = 0; i < n * V; ++i) {
+      ASSERT_NEAR(logits[i], dense[i], 1e-4) << "centered=" << centered << " at " << i;
+    }
+  }
+}
+
+TEST(LlamaModelTest, PagedForwardRejectsBadBatches) {
+  auto model = MustCreate(RandomModel(SmallConfig(), 5));
+  ASSERT_NE(model, nullptr);
+  const int64_t V = SmallConfig().vocab_size;
+  std::vector<float> logits(4 * V);
+  auto storage = KvStorage::Create(model->kv_spec(DType::kF32, 4), 2);
+  ASSERT_TRUE(storage.ok());
+  BlockTable table(4);
+  table.append_blocks({1});
+  ForwardBatch batch;
+  batch.AddSequence({1, 2}, table);
+  ForwardBatch bad = batch;
+  bad.token_ids[0] = static_cast<TokenId>(V);  // out of the vocabulary
+  EXPECT_EQ(model->Forward(bad, storage->get(), nullptr, logits.data()).code(),
+            StatusCode::kOutOfRange);
+  bad = batch;
+  bad.slot_mapping[1] = 0;
+  EXPECT_FALSE(model->Forward(bad, storage->get(), nullptr, logits.data()).ok());
+  // Another geometry.
+  KvCacheSpec wider = model->kv_spec(DType::kF32, 4);
+  wider.head_dim *= 2;
+  auto other = KvStorage::Create(wider, 2);
+  ASSERT_TRUE(other.ok());
+  EXPECT_FALSE(model->Forward(batch, other->get(), nullptr, logits.data()).ok());
+  // fp8 without scales.
+  auto fp8 = KvStorage::Create(model->kv_spec(DType::kFp8E4M3, 4), 2);
+  ASSERT_TRUE(fp8.ok());
+  EXPECT_EQ(model->Forward(batch, fp8->get(), nullptr, logits.data()).code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(model->Forward(batch, storage->get(), nullptr, logits.data()).ok());
+}
+
 // A GQA model equals the MHA model whose K/V projections repeat each kv head for its group.
 TEST(LlamaModelTest, GqaEqualsExpandedMha) {
   ModelConfig gqa_config = SmallConfig();  // 4 heads, 2 kv heads

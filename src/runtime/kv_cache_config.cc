@@ -98,7 +98,7 @@ std::vector<std::string> PagedKvCache::Describe() const {
     lines.push_back("KV scales: int8, dynamic per token and KV head (absmax / 127)");
   }
   if (!storage->key_centering().empty()) {
-    lines.push_back("KV key centering: per-channel key means from calibration are subtracted "
+    lines.push_back("KV centering: per-channel K and V means from calibration are subtracted "
                     "before quantizing (attention is unchanged by it)");
   }
   return lines;
