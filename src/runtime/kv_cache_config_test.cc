@@ -88,5 +88,31 @@ TEST(PagedKvCacheTest, CreatesAndDescribesEveryDtype) {
   EXPECT_FALSE(CreatePagedKvCache(**model, nullptr, bad, nullptr).ok());
 }
 
+// A model file that carries fp8 KV scales (HF checkpoints' k_scale / v_scale) is used as is.
+TEST(PagedKvCacheTest, Fp8ScalesFromTheModelFile) {
+  LoadedModel loaded = MakeBuiltinDefaultModel();
+  for (int64_t l = 0; l < loaded.config.num_layers; ++l) {
+    for (const char* which : {"k", "v"}) {
+      Tensor t = Tensor::Allocate(DType::kF32, {1});
+      *static_cast<float*>(t.mutable_data()) = which[0] == 'k' ? 0.02f : 0.03f;
+      loaded.tensors["blk." + std::to_string(l) + ".attn_" + which + ".kv_scale"] = t;
+    }
+  }
+  auto model = LlamaModel::Create(std::move(loaded));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  KvCacheConfig config;
+  config.dtype = "fp8_e4m3";
+  config.memory_bytes = 1 << 20;
+  config.max_model_len = 64;
+  auto cache = CreatePagedKvCache(**model, nullptr, config, nullptr);
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  EXPECT_EQ(cache->storage->scales().source, KvScaleSource::kModelFile);
+  EXPECT_FLOAT_EQ(cache->storage->k_head_scales(0)[0], 0.02f);
+  EXPECT_FLOAT_EQ(cache->storage->v_head_scales(1)[1], 0.03f);
+  std::string banner;
+  for (const auto& line : cache->Describe()) banner += line + "\n";
+  EXPECT_NE(banner.find("model file"), std::string::npos) << banner;
+}
+
 }  // namespace
 }  // namespace kvserve
