@@ -216,14 +216,14 @@ TEST_F(PagedGreedyTest, ChunkedPrefillMatchesReference) {
 // measured figures and KL divergences are in docs/kv-quantization.md.
 std::vector<float> TeacherForcedLogits(LlamaModel& model, const std::vector<TokenId>& tokens,
                                        DType dtype, const std::vector<TokenId>& calibration,
-                                       bool center) {
+                                       bool normalize) {
   const int64_t V = model.config().vocab_size;
   const int64_t n = static_cast<int64_t>(tokens.size());
   const KvCacheSpec spec = model.kv_spec(dtype, 16);
   auto storage = KvStorage::Create(spec, spec.blocks_for_tokens(n));
   EXPECT_TRUE(storage.ok());
   if (dtype == DType::kFp8E4M3 || dtype == DType::kFp8E5M2 || dtype == DType::kI8) {
-    auto cal = CalibrateKvCache(model, dtype, calibration, nullptr, "test", center);
+    auto cal = CalibrateKvCache(model, dtype, calibration, nullptr, "test", normalize);
     EXPECT_TRUE(cal.ok());
     EXPECT_TRUE(ApplyKvCalibration(*cal, storage->get()).ok());
   }

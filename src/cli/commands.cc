@@ -8,6 +8,7 @@
 
 #include "cli/generate.h"
 #include "cli/plan.h"
+#include "cli/sim.h"
 
 namespace kvserve::cli {
 
@@ -76,6 +77,7 @@ void AddAllCommands(CLI::App& app, int* exit_code) {
   AddConvertCommand(app, exit_code);
   AddPlanCommand(app, exit_code);
   AddEvalCommand(app, exit_code);
+  AddSimCommand(app, exit_code);
 }
 
 int RunKvserve(int argc, const char* const* argv) {

@@ -149,36 +149,54 @@ std::vector<float> KvStorage::observed_centered_absmax(bool keys,
                                                        const std::vector<float>& mean) const {
   const int w = keys ? 0 : 1;
   KV_CHECK_EQ(mean.size(), sum_[w].size());
-  const size_t hd = static_cast<size_t>(spec_.head_dim);
-  std::vector<float> absmax(absmax_k_.size(), 0.0f);
+  std::vector<float> absmax(mean.size(), 0.0f);
   for (size_t i = 0; i < mean.size(); ++i) {
     if (min_[w][i] > max_[w][i]) continue;  // never observed
-    const float a = std::max(std::fabs(max_[w][i] - mean[i]), std::fabs(min_[w][i] - mean[i]));
-    absmax[i / hd] = std::max(absmax[i / hd], a);
+    absmax[i] = std::max(std::fabs(max_[w][i] - mean[i]), std::fabs(min_[w][i] - mean[i]));
   }
   return absmax;
 }
 
-Status KvStorage::SetCentering(std::vector<float> k_mean, std::vector<float> v_mean) {
+Status KvStorage::SetChannelNorm(ChannelNorm norm) {
   const size_t n = static_cast<size_t>(spec_.num_layers * spec_.num_kv_heads * spec_.head_dim);
-  if (k_mean.size() != n || v_mean.size() != n) {
-    return InvalidArgumentError("KV centering: expected " + std::to_string(n) +
-                                " values each for K and V");
-  }
-  for (const auto* vec : {&k_mean, &v_mean}) {
+  for (const auto* vec : {&norm.k_mean, &norm.k_scale, &norm.v_mean, &norm.v_scale}) {
+    if (vec->size() != n) {
+      return InvalidArgumentError("KV channel normalization: expected " + std::to_string(n) +
+                                  " values for each of K/V means and scales");
+    }
     for (float m : *vec) {
-      if (!std::isfinite(m)) return InvalidArgumentError("KV centering values must be finite");
+      if (!std::isfinite(m)) {
+        return InvalidArgumentError("KV channel normalization values must be finite");
+      }
     }
   }
-  k_mean_ = std::move(k_mean);
-  v_mean_ = std::move(v_mean);
-  centered_.resize(static_cast<size_t>(spec_.head_dim));
+  for (const auto* vec : {&norm.k_scale, &norm.v_scale}) {
+    for (float m : *vec) {
+      if (!(m > 0.0f)) return InvalidArgumentError("KV channel scales must be positive");
+    }
+  }
+  inv_k_scale_.resize(n);
+  inv_v_scale_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    inv_k_scale_[i] = 1.0f / norm.k_scale[i];
+    inv_v_scale_[i] = 1.0f / norm.v_scale[i];
+  }
+  norm_ = std::move(norm);
+  normalized_.resize(static_cast<size_t>(spec_.head_dim));
   return OkStatus();
 }
 
-const float* KvStorage::value_centering(int64_t layer) const {
-  return v_mean_.empty() ? nullptr
-                         : v_mean_.data() + layer * spec_.num_kv_heads * spec_.head_dim;
+const float* KvStorage::key_channel_scale(int64_t layer) const {
+  return norm_.k_scale.empty() ? nullptr
+                               : norm_.k_scale.data() + layer * spec_.num_kv_heads * spec_.head_dim;
+}
+const float* KvStorage::value_channel_scale(int64_t layer) const {
+  return norm_.v_scale.empty() ? nullptr
+                               : norm_.v_scale.data() + layer * spec_.num_kv_heads * spec_.head_dim;
+}
+const float* KvStorage::value_channel_mean(int64_t layer) const {
+  return norm_.v_mean.empty() ? nullptr
+                              : norm_.v_mean.data() + layer * spec_.num_kv_heads * spec_.head_dim;
 }
 
 namespace {
@@ -260,16 +278,22 @@ void KvStorage::Write(int64_t layer, const int64_t* slots, int64_t num_tokens, c
           }
         }
       }
-      if (!k_mean_.empty()) {
-        const float* mu = k_mean_.data() + sh * static_cast<size_t>(hd);
-        for (int64_t i = 0; i < hd; ++i) centered_[static_cast<size_t>(i)] = kh[i] - mu[i];
-        kh = centered_.data();
+      if (has_channel_norm()) {
+        const size_t c0 = sh * static_cast<size_t>(hd);
+        for (int64_t i = 0; i < hd; ++i) {
+          const size_t c = c0 + static_cast<size_t>(i);
+          normalized_[static_cast<size_t>(i)] = (kh[i] - norm_.k_mean[c]) * inv_k_scale_[c];
+        }
+        kh = normalized_.data();
       }
       clipped_k += StoreHead(dtype, kh, hd, inv_k, L.k.get() + elem * value_bytes, ks);
-      if (!v_mean_.empty()) {
-        const float* mu = v_mean_.data() + sh * static_cast<size_t>(hd);
-        for (int64_t i = 0; i < hd; ++i) centered_[static_cast<size_t>(i)] = vh[i] - mu[i];
-        vh = centered_.data();
+      if (has_channel_norm()) {
+        const size_t c0 = sh * static_cast<size_t>(hd);
+        for (int64_t i = 0; i < hd; ++i) {
+          const size_t c = c0 + static_cast<size_t>(i);
+          normalized_[static_cast<size_t>(i)] = (vh[i] - norm_.v_mean[c]) * inv_v_scale_[c];
+        }
+        vh = normalized_.data();
       }
       clipped_v += StoreHead(dtype, vh, hd, inv_v, L.v.get() + elem * value_bytes, vs);
     }

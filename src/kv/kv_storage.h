@@ -83,18 +83,25 @@ class KvStorage {
 
   const KvQuantStats& quant_stats() const { return quant_stats_; }
 
-  // Centering (int8 and fp8): per-layer, per-KV-head, per-channel offsets subtracted from
-  // every key and value before it is quantized ([num_layers * num_kv_heads * head_dim] each;
-  // empty = off). Attention is unchanged by it: q . (k - mu_k) differs from q . k by q . mu_k,
-  // the same for every key of a query, which softmax ignores; and sum_t p_t (v_t - mu_v) =
-  // out - mu_v since the p_t sum to 1, so the model adds mu_v back to the attention output
-  // (value_centering(layer)). Removing the channel means shrinks the magnitudes that set the
-  // quantization step. ReadSlot and the kernels see the centered values.
-  Status SetCentering(std::vector<float> k_mean, std::vector<float> v_mean);
-  const std::vector<float>& key_centering() const { return k_mean_; }
-  // [num_kv_heads * head_dim] offsets of a layer, or null when off.
-  const float* value_centering(int64_t layer) const;
-
+  // Channel normalization (int8 and fp8): per-layer, per-KV-head, per-channel affine maps
+  // applied to every key and value before it is quantized: k' = (k - k_mean) / k_scale,
+  // v' = (v - v_mean) / v_scale ([num_layers * num_kv_heads * head_dim] each; scales > 0).
+  // Attention stays exact: q . k = (q * k_scale) . k' + q . k_mean, and the last term is the
+  // same for every key of a query, which softmax ignores, so the model multiplies queries by
+  // key_channel_scale(); and sum_t p_t v_t = v_scale * sum_t p_t v'_t + v_mean (the p_t sum
+  // to 1), so the model maps the attention output back with value_channel_scale() and
+  // value_channel_mean(). Removing channel means and equalizing channel ranges shrinks the
+  // quantization error where one channel's magnitude would set every channel's step.
+  // ReadSlot and the kernels see the normalized values.
+  struct ChannelNorm {
+    std::vector<float> k_mean, k_scale, v_mean, v_scale;
+  };
+  Status SetChannelNorm(ChannelNorm norm);
+  bool has_channel_norm() const { return !norm_.k_mean.empty(); }
+  // [num_kv_heads * head_dim] of a layer, or null when off.
+  const float* key_channel_scale(int64_t layer) const;
+  const float* value_channel_scale(int64_t layer) const;
+  const float* value_channel_mean(int64_t layer) const;
 
   // Calibration support: while on, Write() tracks per-layer, per-head absmax of K and V and
   // per-channel sums, minima and maxima of both.
@@ -105,7 +112,8 @@ class KvStorage {
   // Per-channel mean of the observed keys (keys = true) or values
   // ([num_layers * num_kv_heads * head_dim]).
   std::vector<float> observed_mean(bool keys) const;
-  // Per-head absmax of the observed keys or values after subtracting `mean` ([layers * heads]).
+  // Per-channel absmax of the observed keys or values after subtracting `mean`
+  // ([layers * heads * head_dim]; 0 for channels never observed).
   std::vector<float> observed_centered_absmax(bool keys, const std::vector<float>& mean) const;
 
  private:
@@ -125,8 +133,9 @@ class KvStorage {
   KvScales scales_;
   std::vector<float> inv_k_scales_, inv_v_scales_;  // 1 / scales_
   KvQuantStats quant_stats_;
-  std::vector<float> k_mean_, v_mean_;  // centering, empty when off
-  std::vector<float> centered_;          // scratch: one head's centered values
+  ChannelNorm norm_;                     // empty vectors when off
+  std::vector<float> inv_k_scale_, inv_v_scale_;
+  std::vector<float> normalized_;        // scratch: one head's normalized values
   bool observing_ = false;
   std::vector<float> absmax_k_, absmax_v_;
   // Per-channel statistics [layers * heads * head_dim]; index 0 keys, 1 values.

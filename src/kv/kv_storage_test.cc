@@ -159,15 +159,20 @@ TEST(KvStorageTest, ObservesMeansAndStoresCenteredValues) {
 
   auto storage = KvStorage::Create(Spec(DType::kI8), 2);
   ASSERT_TRUE(storage.ok());
-  ASSERT_TRUE((*storage)->SetCentering(km, vm).ok());
+  KvStorage::ChannelNorm norm{km, std::vector<float>(km.size(), 2.0f), vm,
+                              std::vector<float>(km.size(), 0.5f)};
+  ASSERT_TRUE((*storage)->SetChannelNorm(norm).ok());
   (*storage)->Write(0, slots, 2, k.data(), v.data());
   std::vector<float> kb(120), vb(120);
   (*storage)->ReadSlot(0, 1, kb.data(), vb.data());
-  EXPECT_NEAR(kb[5], 1.0f, 1e-6);  // 5 + 3 - (5 + 2)
-  EXPECT_NEAR(vb[5], 3.0f, 1e-6);  // 5 - 2
-  ASSERT_NE((*storage)->value_centering(0), nullptr);
-  EXPECT_FLOAT_EQ((*storage)->value_centering(0)[5], 2.0f);
-  EXPECT_FALSE((*storage)->SetCentering({1.0f}, {1.0f}).ok());
+  EXPECT_NEAR(kb[5], 0.5f, 1e-6);  // (5 + 3 - (5 + 2)) / 2
+  EXPECT_NEAR(vb[5], 6.0f, 1e-5);  // (5 - 2) / 0.5
+  ASSERT_NE((*storage)->value_channel_mean(0), nullptr);
+  EXPECT_FLOAT_EQ((*storage)->value_channel_mean(0)[5], 2.0f);
+  EXPECT_FLOAT_EQ((*storage)->key_channel_scale(1)[0], 2.0f);
+  norm.k_scale[3] = 0.0f;
+  EXPECT_FALSE((*storage)->SetChannelNorm(norm).ok());
+  EXPECT_FALSE((*storage)->SetChannelNorm({{1.0f}, {1.0f}, {1.0f}, {1.0f}}).ok());
 }
 
 TEST(KvStorageTest, RejectsBadScalesAndSizes) {

@@ -28,7 +28,7 @@ const std::string& BuiltinCalibrationText() {
 
 StatusOr<KvCalibration> CalibrateKvCache(LlamaModel& model, DType dtype,
                                          const std::vector<TokenId>& tokens, ThreadPool* pool,
-                                         const std::string& detail, bool center) {
+                                         const std::string& detail, bool normalize) {
   const bool fp8 = dtype == DType::kFp8E4M3 || dtype == DType::kFp8E5M2;
   if (!fp8 && dtype != DType::kI8) {
     return InvalidArgumentError("calibration is for fp8 and int8 KV dtypes");
@@ -53,16 +53,23 @@ StatusOr<KvCalibration> CalibrateKvCache(LlamaModel& model, DType dtype,
     KV_RETURN_IF_ERROR(model.Forward(batch, storage.get(), pool, logits.data()));
   }
   KvCalibration result;
-  if (center) {
-    result.key_mean = storage->observed_mean(/*keys=*/true);
-    result.value_mean = storage->observed_mean(/*keys=*/false);
+  std::vector<float> k_absmax = storage->absmax_k();  // per head, of what will be stored
+  std::vector<float> v_absmax = storage->absmax_v();
+  if (normalize) {
+    KvStorage::ChannelNorm& norm = result.norm;
+    norm.k_mean = storage->observed_mean(/*keys=*/true);
+    norm.v_mean = storage->observed_mean(/*keys=*/false);
+    norm.k_scale = storage->observed_centered_absmax(true, norm.k_mean);
+    norm.v_scale = storage->observed_centered_absmax(false, norm.v_mean);
+    // A channel that never varied keeps scale 1 (its values are stored as they come).
+    for (auto* scales : {&norm.k_scale, &norm.v_scale}) {
+      for (float& x : *scales) x = x > 1e-12f ? x : 1.0f;
+    }
+    // Calibration values now span [-1, 1] in every channel.
+    std::fill(k_absmax.begin(), k_absmax.end(), 1.0f);
+    std::fill(v_absmax.begin(), v_absmax.end(), 1.0f);
   }
   if (fp8) {
-    const std::vector<float> k_absmax =
-        center ? storage->observed_centered_absmax(true, result.key_mean) : storage->absmax_k();
-    const std::vector<float> v_absmax =
-        center ? storage->observed_centered_absmax(false, result.value_mean)
-               : storage->absmax_v();
     result.scales = Fp8ScalesFromAbsmax(dtype, k_absmax, v_absmax, kFp8CalibrationHeadroom);
     result.scales.source = KvScaleSource::kCalibrated;
     result.scales.detail = detail;
@@ -72,8 +79,8 @@ StatusOr<KvCalibration> CalibrateKvCache(LlamaModel& model, DType dtype,
 
 Status ApplyKvCalibration(const KvCalibration& calibration, KvStorage* storage) {
   if (!calibration.scales.k.empty()) KV_RETURN_IF_ERROR(storage->SetScales(calibration.scales));
-  if (!calibration.key_mean.empty()) {
-    KV_RETURN_IF_ERROR(storage->SetCentering(calibration.key_mean, calibration.value_mean));
+  if (!calibration.norm.k_mean.empty()) {
+    KV_RETURN_IF_ERROR(storage->SetChannelNorm(calibration.norm));
   }
   return OkStatus();
 }

@@ -23,20 +23,19 @@ const std::string& BuiltinCalibrationText();
 
 // What a calibration pass measures for a quantized KV dtype.
 struct KvCalibration {
-  KvScales scales;                // fp8: per-layer, per-head scales (empty for int8)
-  std::vector<float> key_mean;    // int8/fp8: centering offsets (KvStorage::SetCentering),
-  std::vector<float> value_mean;  // empty when not wanted
+  KvScales scales;              // fp8: per-layer, per-head scales (empty for int8)
+  KvStorage::ChannelNorm norm;  // channel normalization (empty vectors when not wanted)
 };
 
 // Runs `tokens` (split into windows of at most 512 tokens and the model's context) through
-// `model` with an f32 paged cache that observes K and V, and returns for fp8 the scales
-// (source kCalibrated, `detail` saying what was run) and, with `center`, the per-channel key
-// and value means (KvStorage::SetCentering); fp8 scales are then computed on the centered
-// values.
+// `model` with an f32 paged cache that observes K and V, and returns, with `normalize`, the
+// per-channel means and centered ranges of K and V (KvStorage::SetChannelNorm: values are
+// stored as (x - mean) / range, so calibration values land in [-1, 1]), and for fp8 the
+// per-head scales of the stored values (source kCalibrated, `detail` saying what was run).
 // Errors when tokens is empty or dtype is not int8/fp8.
 StatusOr<KvCalibration> CalibrateKvCache(LlamaModel& model, DType dtype,
                                          const std::vector<TokenId>& tokens, ThreadPool* pool,
-                                         const std::string& detail, bool center = true);
+                                         const std::string& detail, bool normalize = true);
 // Installs a calibration into a storage of the same dtype and geometry.
 Status ApplyKvCalibration(const KvCalibration& calibration, KvStorage* storage);
 

@@ -79,6 +79,10 @@ void AddInPlace(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
+void MulInPlace(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= y[i];
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(LoadedModel model) {
@@ -271,7 +275,7 @@ Status LlamaModel::Forward(const std::vector<TokenId>& tokens, DenseKvCache* cac
       [&](int64_t l) {
         return std::make_pair(cache->k(l) + start * kv_dim, cache->v(l) + start * kv_dim);
       },
-      [&](int64_t l, const float* q, const float*, const float*, float* attn) {
+      [&](int64_t l, float* q, const float*, const float*, float* attn) {
         kernels::DenseAttention(q, cache->k(l), cache->v(l), shape, attn, pool);
       },
       pool);
@@ -323,8 +327,18 @@ Status LlamaModel::Forward(const ForwardBatch& batch, KvStorage* kv, ThreadPool*
   RunLayers(
       batch.token_ids.data(), batch.positions.data(), n,
       [&](int64_t) { return std::make_pair(k_.data(), v_.data()); },
-      [&](int64_t l, const float* q, const float* k, const float* v, float* attn) {
+      [&](int64_t l, float* q, const float* k, const float* v, float* attn) {
         kv->Write(l, batch.slot_mapping.data(), n, k, v);
+        const int64_t hd = c.head_dim, group = c.num_heads / c.num_kv_heads;
+        // Keys were stored as (k - mean) / scale: q . k = (q * scale) . stored + a shift per
+        // query that softmax ignores.
+        if (const float* k_scale = kv->key_channel_scale(l)) {
+          for (int64_t r = 0; r < n; ++r) {
+            for (int64_t h = 0; h < c.num_heads; ++h) {
+              MulInPlace(q + (r * c.num_heads + h) * hd, k_scale + (h / group) * hd, hd);
+            }
+          }
+        }
         kernels::PagedKv view;
         view.dtype = spec.dtype;
         view.block_size = spec.block_size;
@@ -337,12 +351,14 @@ Status LlamaModel::Forward(const ForwardBatch& batch, KvStorage* kv, ThreadPool*
         view.k_token_scales = kv->k_token_scales(l);
         view.v_token_scales = kv->v_token_scales(l);
         kernels::PagedAttention(q, view, seqs.data(), num_seqs, shape, attn, pool);
-        // Values were stored centered: the attention output lacks their mean.
-        if (const float* v_mean = kv->value_centering(l)) {
-          const int64_t hd = c.head_dim, group = c.num_heads / c.num_kv_heads;
+        // Values were stored as (v - mean) / scale and the attention weights sum to 1.
+        if (const float* v_scale = kv->value_channel_scale(l)) {
+          const float* v_mean = kv->value_channel_mean(l);
           for (int64_t r = 0; r < n; ++r) {
             for (int64_t h = 0; h < c.num_heads; ++h) {
-              AddInPlace(attn + (r * c.num_heads + h) * hd, v_mean + (h / group) * hd, hd);
+              float* o = attn + (r * c.num_heads + h) * hd;
+              const int64_t off = (h / group) * hd;
+              for (int64_t i = 0; i < hd; ++i) o[i] = o[i] * v_scale[off + i] + v_mean[off + i];
             }
           }
         }

@@ -107,7 +107,8 @@ class LlamaModel {
   Status CheckTokens(const TokenId* tokens, int64_t n) const;
   // Attention of one layer: given q [n, heads*hd] and this step's k, v [n, kv_dim] (rotated),
   // stores k, v wherever the cache keeps them and writes attn [n, heads*hd].
-  using AttendFn = std::function<void(int64_t layer, const float* q, const float* k,
+  // q may be modified (the paged path scales it by the keys' channel normalization).
+  using AttendFn = std::function<void(int64_t layer, float* q, const float* k,
                                       const float* v, float* attn)>;
   // The decoder stack over n tokens at `positions`; k_rows(layer) gives where the layer's K
   // and V rows are computed (a cache or the workspace). Leaves the final residual in x_.

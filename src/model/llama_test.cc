@@ -155,8 +155,9 @@ TEST(LlamaModelTest, Q8WeightsBatchedEqualsStepwise) {
 }
 
 // The paged path (block size 3, chunks of 4 + 5 with all logits) equals the dense path; and
-// K/V centering with arbitrary offsets leaves the logits unchanged (softmax ignores the key
-// shift, the model adds the value mean back).
+// K/V channel normalization with arbitrary means and scales leaves the logits unchanged
+// (softmax ignores the key shift; the model folds the key scales into q and maps the value
+// output back).
 TEST(LlamaModelTest, PagedForwardEqualsDenseAndCenteringIsExact) {
   ModelConfig c = SmallConfig();
   c.qkv_bias = true;
@@ -171,10 +172,15 @@ TEST(LlamaModelTest, PagedForwardEqualsDenseAndCenteringIsExact) {
     if (centered) {
       std::mt19937 rng(3);
       std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
-      std::vector<float> km(c.num_layers * c.num_kv_heads * c.head_dim), vm(km.size());
-      for (float& x : km) x = dist(rng);
-      for (float& x : vm) x = dist(rng);
-      ASSERT_TRUE((*storage)->SetCentering(km, vm).ok());
+      const size_t n_ch = static_cast<size_t>(c.num_layers * c.num_kv_heads * c.head_dim);
+      KvStorage::ChannelNorm norm;
+      for (auto* vec : {&norm.k_mean, &norm.v_mean}) {
+        for (size_t i = 0; i < n_ch; ++i) vec->push_back(dist(rng));
+      }
+      for (auto* vec : {&norm.k_scale, &norm.v_scale}) {
+        for (size_t i = 0; i < n_ch; ++i) vec->push_back(0.25f + std::fabs(dist(rng)));
+      }
+      ASSERT_TRUE((*storage)->SetChannelNorm(norm).ok());
     }
     BlockTable table(3);
     table.append_blocks({4, 0, 2});  // non-contiguous placement, 9 slots

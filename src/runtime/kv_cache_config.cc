@@ -97,9 +97,9 @@ std::vector<std::string> PagedKvCache::Describe() const {
   } else if (spec.dtype == DType::kI8) {
     lines.push_back("KV scales: int8, dynamic per token and KV head (absmax / 127)");
   }
-  if (!storage->key_centering().empty()) {
-    lines.push_back("KV centering: per-channel K and V means from calibration are subtracted "
-                    "before quantizing (attention is unchanged by it)");
+  if (storage->has_channel_norm()) {
+    lines.push_back("KV channel normalization: K and V are stored as (x - channel mean) / "
+                    "channel range from calibration (exact for attention)");
   }
   return lines;
 }
@@ -131,7 +131,7 @@ StatusOr<PagedKvCache> CreatePagedKvCache(LlamaModel& model, const Tokenizer* to
   const bool fp8 = dtype == DType::kFp8E4M3 || dtype == DType::kFp8E5M2;
   if (fp8 || dtype == DType::kI8) {
     // Scales from the model file when it has them; the calibration pass still measures the
-    // key centering offsets (and the fp8 scales when the file has none).
+    // channel normalization (and the fp8 scales when the file has none).
     auto from_file = fp8 ? Fp8KvScalesFromModel(model.loaded())
                          : StatusOr<KvScales>(NotFoundError("int8 has dynamic scales"));
     if (!from_file.ok() && from_file.status().code() != StatusCode::kNotFound) {

@@ -19,10 +19,10 @@ using internal::paged::kPartitionKeys;
 using internal::paged::Problem;
 using internal::paged::WorkItem;
 
-// The partitions of one (sequence, KV head, query tile) whose partial results are merged.
+// The partitions of one (sequence, KV head range, query tile) whose partial results are merged.
 struct MergeGroup {
   int64_t seq = 0;
-  int64_t kv_head = 0;
+  int64_t kv_head_begin = 0, kv_head_end = 0;
   int64_t query_begin = 0, query_end = 0;
   int64_t num_partitions = 0;
   int64_t partial_offset = 0;  // floats into the partial buffer: [partitions, rows, 2 + hd]
@@ -71,37 +71,59 @@ void CheckInputs(const PagedKv& kv, const PagedSeq* seqs, int64_t num_seqs,
   }
 }
 
-// Items for every (sequence, query tile, KV head, partition of kPartitionKeys keys).
+// Items for every (sequence, query tile, partition of kPartitionKeys keys, range of KV heads).
+// All KV heads go in one item unless that leaves fewer than kItemsPerThread items per thread:
+// then heads are split into ranges (which changes no result, rows being independent).
+constexpr int64_t kItemsPerThread = 4;
+
 void BuildPlan(const PagedKv& kv, const PagedSeq* seqs, int64_t num_seqs, int64_t group,
-               Plan& plan) {
+               int num_threads, Plan& plan) {
   plan.items.clear();
   plan.partial_offsets.clear();
   plan.groups.clear();
   const int64_t tile_queries = std::max<int64_t>(1, internal::paged::kTileRows / group);
+  auto num_partitions = [&](const PagedSeq& seq, int64_t query_end) {
+    const int64_t num_keys = seq.num_keys - seq.num_queries + query_end;  // tile's last query
+    return (num_keys + kPartitionKeys - 1) / kPartitionKeys;
+  };
+  int64_t unsplit_items = 0;
+  for (int64_t s = 0; s < num_seqs; ++s) {
+    for (int64_t qb = 0; qb < seqs[s].num_queries; qb += tile_queries) {
+      unsplit_items += num_partitions(seqs[s], std::min(seqs[s].num_queries, qb + tile_queries));
+    }
+  }
+  int64_t heads_per_item = kv.num_kv_heads;
+  if (num_threads > 1 && unsplit_items < kItemsPerThread * num_threads) {
+    const int64_t ranges = std::min<int64_t>(
+        kv.num_kv_heads, (kItemsPerThread * num_threads + unsplit_items - 1) / unsplit_items);
+    heads_per_item = (kv.num_kv_heads + ranges - 1) / ranges;
+  }
+
   int64_t partial_floats = 0;
   for (int64_t s = 0; s < num_seqs; ++s) {
     const PagedSeq& seq = seqs[s];
-    const int64_t first_pos = seq.num_keys - seq.num_queries;
     for (int64_t qb = 0; qb < seq.num_queries; qb += tile_queries) {
       const int64_t qe = std::min(seq.num_queries, qb + tile_queries);
-      const int64_t num_keys = first_pos + qe;  // keys visible to the tile's last query
-      const int64_t num_partitions = (num_keys + kPartitionKeys - 1) / kPartitionKeys;
-      const int64_t rows = (qe - qb) * group;
-      for (int64_t h = 0; h < kv.num_kv_heads; ++h) {
+      const int64_t num_keys = seq.num_keys - seq.num_queries + qe;
+      const int64_t partitions = num_partitions(seq, qe);
+      for (int64_t h0 = 0; h0 < kv.num_kv_heads; h0 += heads_per_item) {
         WorkItem item;
         item.seq = s;
-        item.kv_head = h;
+        item.kv_head_begin = h0;
+        item.kv_head_end = std::min(kv.num_kv_heads, h0 + heads_per_item);
         item.query_begin = qb;
         item.query_end = qe;
-        if (num_partitions == 1) {
+        if (partitions == 1) {
           item.key_begin = 0;
           item.key_end = num_keys;
           plan.items.push_back(item);
           plan.partial_offsets.push_back(-1);
           continue;
         }
-        plan.groups.push_back({s, h, qb, qe, num_partitions, partial_floats});
-        for (int64_t p = 0; p < num_partitions; ++p) {
+        const int64_t rows = item.row_map(group).num_rows(item.kv_head_end - item.kv_head_begin);
+        plan.groups.push_back(
+            {s, item.kv_head_begin, item.kv_head_end, qb, qe, partitions, partial_floats});
+        for (int64_t p = 0; p < partitions; ++p) {
           item.key_begin = p * kPartitionKeys;
           item.key_end = std::min(num_keys, (p + 1) * kPartitionKeys);
           plan.items.push_back(item);
@@ -129,9 +151,11 @@ void MergeGroupRows(const Problem& problem, const MergeGroup& g, const float* pa
   const PagedKv& kv = *problem.kv;
   const PagedSeq& seq = problem.seqs[g.seq];
   const int64_t hd = kv.head_dim;
-  const int64_t rows = (g.query_end - g.query_begin) * problem.group;
+  const internal::paged::RowMap map{g.kv_head_begin, g.query_begin,
+                                    (g.query_end - g.query_begin) * problem.group,
+                                    problem.group};
+  const int64_t rows = map.num_rows(g.kv_head_end - g.kv_head_begin);
   const int64_t row_floats = 2 + hd;
-  const float v_factor = internal::paged::VFactor(kv, g.kv_head);
   sum.resize(hd);
   for (int64_t r = 0; r < rows; ++r) {
     float max_score = -INFINITY;
@@ -147,10 +171,9 @@ void MergeGroupRows(const Problem& problem, const MergeGroup& g, const float* pa
       l += part[1] * w;
       for (int64_t d = 0; d < hd; ++d) sum[d] += part[2 + d] * w;
     }
-    const int64_t i = g.query_begin + r / problem.group;
-    const int64_t head = g.kv_head * problem.group + r % problem.group;
-    float* o = problem.out + ((seq.query_offset + i) * problem.num_heads + head) * hd;
-    const float inv = v_factor / l;
+    float* o = problem.out +
+               ((seq.query_offset + map.query(r)) * problem.num_heads + map.head(r)) * hd;
+    const float inv = internal::paged::VFactor(kv, map.kv_head(r)) / l;
     for (int64_t d = 0; d < hd; ++d) o[d] = sum[d] * inv;
   }
 }
@@ -172,7 +195,8 @@ void RunPaged(const float* q, const PagedKv& kv, const PagedSeq* seqs, int64_t n
   // them would be the running worker's own instance).
   thread_local Plan caller_plan;
   Plan& plan = caller_plan;
-  BuildPlan(kv, seqs, num_seqs, problem.group, plan);
+  const int num_threads = pool != nullptr ? pool->num_threads() : 1;
+  BuildPlan(kv, seqs, num_seqs, problem.group, num_threads, plan);
   const ItemKernel kernel = CurrentItemKernel();
   auto run_items = [&](int64_t begin, int64_t end) {
     thread_local ItemScratch scratch;
@@ -186,7 +210,7 @@ void RunPaged(const float* q, const PagedKv& kv, const PagedSeq* seqs, int64_t n
   };
   const auto num_items = static_cast<int64_t>(plan.items.size());
   const auto num_groups = static_cast<int64_t>(plan.groups.size());
-  if (pool != nullptr && pool->num_threads() > 1) {
+  if (num_threads > 1) {
     pool->ParallelFor(num_items, 1, run_items);
     if (num_groups > 0) pool->ParallelFor(num_groups, 1, merge);
   } else {

@@ -1,12 +1,12 @@
 // Internals of the CPU paged attention kernels (kernels/paged_attention.h): the work items
 // paged_attention.cc plans and one item kernel per SIMD level. Internal to kernels/cpu.
 //
-// A work item is (sequence, KV head, tile of query tokens, key partition). Its rows are the
-// tile's queries times the KV head's group of query heads, ordered query-major:
-// row r = (query query_begin + r / group, head kv_head * group + r % group). Partitions are a
-// fixed kPartitionKeys keys, aligned to position 0, whatever the batch, the thread count or
-// the tile: a query row's result depends only on its sequence's KV and its own position, so
-// batched == alone and prefill == decode hold bit for bit at a given SIMD level.
+// A work item is (sequence, range of KV heads, tile of query tokens, key partition). Its rows
+// are, per KV head, the tile's queries times the head's GQA group of query heads (RowMap).
+// Partitions are a fixed kPartitionKeys keys, aligned to position 0, whatever the batch, the
+// thread count or the tile; rows never interact. So a query row's result depends only on its
+// sequence's KV and its own position: batched == alone and prefill == decode hold bit for bit
+// at a given SIMD level, however the heads are split.
 #pragma once
 
 #include <cstdint>
@@ -61,9 +61,24 @@ struct Problem {
   float scale = 0.0f;
 };
 
+// Rows of an item (or merge group): KV head major, then query, then head of the GQA group:
+// row r is query query_begin + (r % tile_rows) / group of query head
+// (kv_head_begin + r / tile_rows) * group + r % group.
+struct RowMap {
+  int64_t kv_head_begin = 0;
+  int64_t query_begin = 0;
+  int64_t tile_rows = 0;  // queries of the tile x group
+  int64_t group = 0;
+
+  int64_t num_rows(int64_t num_kv_heads) const { return num_kv_heads * tile_rows; }
+  int64_t kv_head(int64_t r) const { return kv_head_begin + r / tile_rows; }
+  int64_t query(int64_t r) const { return query_begin + r % tile_rows / group; }
+  int64_t head(int64_t r) const { return kv_head(r) * group + r % group; }
+};
+
 struct WorkItem {
   int64_t seq = 0;  // index into Problem::seqs
-  int64_t kv_head = 0;
+  int64_t kv_head_begin = 0, kv_head_end = 0;
   int64_t query_begin = 0, query_end = 0;  // query indices within the sequence
   // Keys [key_begin, key_end): one partition, key_end clipped to the tile's last visible key.
   int64_t key_begin = 0, key_end = 0;
@@ -72,6 +87,10 @@ struct WorkItem {
   // sum l of exp(score - m) and the unnormalized output sum_t exp(score_t - m) v_t, for
   // paged_attention.cc to merge; rows without visible keys here have m = -inf and l = 0.
   float* partial = nullptr;
+
+  RowMap row_map(int64_t group) const {
+    return {kv_head_begin, query_begin, (query_end - query_begin) * group, group};
+  }
 };
 
 // Per-thread scratch, grown to the largest item seen and then reused (no allocation per

@@ -439,6 +439,24 @@ TEST_P(PagedAttentionTest, DecodeBatchWithLongSequenceWithAndWithoutPool) {
   }
 }
 
+// One short sequence leaves too few (sequence, partition) items for the pool: KV heads are then
+// split over items.
+TEST_P(PagedAttentionTest, FewItemsSplitKvHeadsOverThreads) {
+  ThreadPool pool(3);
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kI8}) {
+    Geometry geo;
+    geo.dtype = dtype;
+    geo.num_heads = 8;
+    geo.num_kv_heads = 4;
+    for (const SeqSpec& spec : {SeqSpec{200, 1}, SeqSpec{700, 1}, SeqSpec{90, 7}}) {
+      Batch b = MakeBatch(geo, {spec}, rng_);
+      const Error e = Compare(RunKernel(b, &pool), RunReference(b));
+      EXPECT_LE(e.relative(), kSameDataTolerance) << Describe(geo) << " keys " << spec.num_keys;
+      EXPECT_EQ(RunKernel(b, &pool), RunKernel(b, nullptr)) << Describe(geo);
+    }
+  }
+}
+
 TEST_P(PagedAttentionTest, PrefillWithPoolMatchesReference) {
   ErrorLog log("prefill 600 with pool");
   ThreadPool pool(2);

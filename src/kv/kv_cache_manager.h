@@ -1,0 +1,136 @@
+// KvCacheManager: the scheduler's only door into the KV cache: the block pool plus the radix
+// prefix cache. It knows sequences by id and token lists, never requests.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "kv/block_pool.h"
+#include "kv/block_table.h"
+#include "kv/kv_spec.h"
+#include "kv/radix_cache.h"
+#include "tokenizer/vocab_spec.h"
+
+namespace kvserve {
+
+// Identifies a sequence to the manager (the runtime uses the request's numeric id).
+using SeqId = int64_t;
+
+struct KvCacheManagerOptions {
+  int64_t num_blocks = 0;
+  int64_t block_size = 16;
+  bool enable_prefix_caching = true;
+  // Evicted prefixes remembered to tell "evicted" misses from "never seen" ones (0: the
+  // larger of 4 * num_blocks and 65536).
+  int64_t eviction_history_size = 0;
+};
+
+// Result of looking up a prompt.
+struct PrefixMatch {
+  int64_t num_prompt_tokens = 0;  // tokens looked up
+  int64_t num_cached_tokens = 0;  // a multiple of block_size, < prompt length
+  std::vector<BlockId> blocks;    // the cached blocks, in order
+  // Uncached prompt tokens by reason (indexed by PrefixMissReason). With prefix caching on,
+  // num_cached_tokens + the sum of miss_tokens == num_prompt_tokens; off, all are 0.
+  int64_t miss_tokens[kNumPrefixMissReasons] = {};
+};
+
+// Cumulative counters and the current state.
+struct KvCacheManagerStats {
+  int64_t num_blocks = 0;
+  int64_t blocks_in_use = 0;    // referenced by sequences
+  int64_t blocks_cached = 0;    // held only by the prefix cache (evictable)
+  int64_t blocks_free = 0;
+  int64_t blocks_in_prefix_cache = 0;  // resident in the tree, in use or not
+  // Lookups, counted once per started sequence (see start_sequence).
+  int64_t prefix_queries = 0;         // sequences started
+  int64_t prefix_hits = 0;            // of which with at least one cached block
+  int64_t prefix_queries_tokens = 0;  // prompt tokens looked up
+  int64_t prefix_hits_tokens = 0;     // of which served from the cache
+  int64_t prefix_queries_blocks = 0;  // full prompt blocks looked up
+  int64_t prefix_hits_blocks = 0;
+  int64_t evicted_blocks = 0;
+  int64_t miss_tokens[kNumPrefixMissReasons] = {};
+};
+
+// Owns the BlockPool, the radix tree (RadixCache) and the block table of every live sequence.
+// Engine thread only.
+//
+// A sequence's "path" is the chain of tree nodes that its committed full blocks spell; it
+// holds one tree lock and one pool reference per path node. Usually the node's block is the
+// table's block; when another sequence inserted the same tokens first, the sequence keeps its
+// own copy in its table (its KV is identical) and holds the tree's block by an extra pool
+// reference, so that the path stays protected. Eviction is driven by the tree (least
+// recently used unlocked leaves) just before the pool would run out of free blocks; the pool
+// never evicts on its own.
+//
+// Invariants (check_invariants): the pool's and the tree's; a block's pool reference count ==
+// the number of live tables holding it + the extra references; a tree node's block is cached
+// in the pool and referenced exactly lock_count times (so unlocked == evictable == the pool's
+// cached blocks); blocks outside the tree are not cached; once every sequence is freed, every
+// block is free or cached.
+class KvCacheManager {
+ public:
+  explicit KvCacheManager(const KvCacheManagerOptions& options);
+  ~KvCacheManager();
+  KvCacheManager(const KvCacheManager&) = delete;
+  KvCacheManager& operator=(const KvCacheManager&) = delete;
+
+  int64_t block_size() const;
+  int64_t num_blocks() const;
+  bool prefix_caching_enabled() const;
+
+  // Longest cached prefix of `tokens` under `cache_namespace` (model id + cache salt): whole
+  // blocks only, and never the last token (so that there are logits to sample from), plus
+  // why the rest missed. Changes nothing, counts nothing: a waiting request may be matched
+  // every step. With prefix caching off, nothing is cached.
+  PrefixMatch match(const std::string& cache_namespace, const std::vector<TokenId>& tokens) const;
+
+  // True when start_sequence(match) followed by allocate_slots(num_tokens) would succeed now:
+  // the blocks beyond the match fit in the free and evictable blocks that the match itself does
+  // not revive.
+  bool can_start(const PrefixMatch& match, int64_t num_tokens) const;
+
+  // Starts sequence `seq` with the matched blocks (a `match` result of this namespace with
+  // no cache change in between): references and locks taken, so they stop being evictable.
+  // The sequence then holds match.num_cached_tokens computed tokens. Counts the lookup in the
+  // stats, unless the sequence is freed before its first successful allocate_slots (an
+  // admission that did not fit is not a query).
+  void start_sequence(SeqId seq, const std::string& cache_namespace, const PrefixMatch& match);
+
+  // Blocks allocate_slots would need to take from the pool for `seq` to hold num_tokens.
+  int64_t blocks_needed(SeqId seq, int64_t num_tokens) const;
+  // True when that many blocks are available (free or evictable).
+  bool can_allocate(int64_t num_blocks) const;
+  // Grows seq's table to hold num_tokens tokens, evicting cached blocks if the free ones do
+  // not suffice; all or nothing (false: nothing changed).
+  bool allocate_slots(SeqId seq, int64_t num_tokens);
+
+  // Records that seq's first num_computed tokens hold KV (`tokens` are the sequence's tokens
+  // so far, at least num_computed; never fewer computed tokens than before), and inserts its
+  // newly full blocks into the prefix cache. Cheap when no block became full.
+  void commit(SeqId seq, const std::vector<TokenId>& tokens, int64_t num_computed);
+
+  // Ends a sequence (finished, aborted or preempted): its references and locks return; blocks
+  // that the cache holds stay resident (evictable), the others become free.
+  void free(SeqId seq);
+
+  const BlockTable& block_table(SeqId seq) const;
+  bool has_sequence(SeqId seq) const;
+  int64_t num_sequences() const;
+
+  KvCacheManagerStats stats() const;
+  // The tree, for tests and diagnostics.
+  const RadixCache& radix_cache() const;
+  void check_invariants() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvserve

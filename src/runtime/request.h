@@ -1,0 +1,110 @@
+// Request: one generation request as the engine sees it: immutable input plus the progress
+// the scheduler and model runner make on it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kv/kv_cache_manager.h"
+#include "sampling/sampler.h"
+#include "tokenizer/vocab_spec.h"
+
+namespace kvserve {
+
+// kWaiting: never scheduled yet; kRunning: holds a sequence in the KvCacheManager;
+// kPreempted: was running, lost its KV (kept its output) and waits to be recomputed;
+// kFinished: ended (finish_reason says why) and holds no blocks.
+enum class RequestStatus { kWaiting, kRunning, kPreempted, kFinished };
+const char* RequestStatusName(RequestStatus status);
+
+enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
+// OpenAI names: "stop", "length", "abort", "error"; "" for kNone.
+const char* FinishReasonName(FinishReason reason);
+
+// What a client asks for. Plain value type.
+struct RequestInput {
+  std::vector<TokenId> prompt_ids;  // not empty, fewer than max_model_len tokens
+  SamplingParams sampling;
+  int64_t max_tokens = 16;          // output tokens (>= 1); clipped at max_model_len
+  std::vector<TokenId> stop_token_ids;
+  // Stop strings need text, so the scheduler does not check them: the engine's output
+  // processing does and then calls Scheduler::finish_request(id, FinishReason::kStop).
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  int64_t priority = 0;             // lower runs first under priority scheduling (vLLM)
+  std::string cache_salt;           // tenants with different salts never share KV blocks
+};
+
+// One request: its input (immutable after creation) and its progress. Only the Scheduler
+// changes a Request (it owns them all; the engine and model runner read them through
+// Scheduler::request()). Engine thread only.
+// Invariants: all_token_ids() == prompt_ids() followed by output_ids();
+// num_cached_tokens <= num_computed_tokens <= num_tokens(); the tokens to compute next are
+// num_tokens() - num_computed_tokens (there is no prefill/decode flag: a prefill chunk and a
+// decode are the same thing); a waiting or preempted request has num_computed_tokens == 0
+// and no KV blocks.
+class Request {
+ public:
+  Request(SeqId id, RequestInput input, int64_t arrival_seq);
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
+  SeqId id() const { return id_; }
+  const RequestInput& input() const { return input_; }
+  const std::vector<TokenId>& prompt_ids() const { return input_.prompt_ids; }
+  const std::vector<TokenId>& output_ids() const { return output_ids_; }
+  // Prompt followed by output (the sequence the KV cache holds, plus the last sampled token).
+  const std::vector<TokenId>& all_token_ids() const { return all_token_ids_; }
+
+  int64_t num_prompt_tokens() const { return static_cast<int64_t>(input_.prompt_ids.size()); }
+  int64_t num_output_tokens() const { return static_cast<int64_t>(output_ids_.size()); }
+  int64_t num_tokens() const { return static_cast<int64_t>(all_token_ids_.size()); }
+
+  // Tokens whose KV is in the cache (the block table holds them).
+  int64_t num_computed_tokens() const { return num_computed_tokens_; }
+  // Tokens served from the prefix cache at the request's latest admission (a multiple of the
+  // block size; for a preempted request the lookup covers its output so far too).
+  int64_t num_cached_tokens() const { return num_cached_tokens_; }
+  // Prompt tokens served from the prefix cache at the first admission (OpenAI usage
+  // "cached_tokens").
+  int64_t num_cached_prompt_tokens() const { return num_cached_prompt_tokens_; }
+  RequestStatus status() const { return status_; }
+  FinishReason finish_reason() const { return finish_reason_; }
+  // The stop token (EOS or one of stop_token_ids) that finished it, else kNoToken.
+  TokenId stop_token_id() const { return stop_token_id_; }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  // Order of arrival in its scheduler (FCFS key, priority tie-break).
+  int64_t arrival_seq() const { return arrival_seq_; }
+  std::chrono::steady_clock::time_point arrival_time() const { return arrival_time_; }
+  // Prefix-cache namespace: model namespace plus cache salt (set by the scheduler).
+  const std::string& cache_namespace() const { return cache_namespace_; }
+
+  bool is_finished() const { return status_ == RequestStatus::kFinished; }
+
+ private:
+  friend class Scheduler;
+
+  void append_output_token(TokenId token) {
+    output_ids_.push_back(token);
+    all_token_ids_.push_back(token);
+  }
+
+  const SeqId id_;
+  const RequestInput input_;
+  const int64_t arrival_seq_;
+  const std::chrono::steady_clock::time_point arrival_time_;
+  std::string cache_namespace_;
+  std::vector<TokenId> output_ids_;
+  std::vector<TokenId> all_token_ids_;
+  int64_t num_computed_tokens_ = 0;
+  int64_t num_cached_tokens_ = 0;
+  int64_t num_cached_prompt_tokens_ = 0;
+  RequestStatus status_ = RequestStatus::kWaiting;
+  FinishReason finish_reason_ = FinishReason::kNone;
+  TokenId stop_token_id_ = kNoToken;
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace kvserve

@@ -1,0 +1,941 @@
+// Scheduler scenario and property tests, driven by FakeModelRunner (fake KV contents, tokens
+// that depend only on (request id, position)).
+#include "runtime/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "runtime/fake_model_runner.h"
+
+namespace kvserve {
+namespace {
+
+constexpr TokenId kEos = 2;
+
+struct Scenario {
+  int64_t num_blocks = 64;
+  int64_t block_size = 4;
+  bool enable_prefix_caching = true;
+  SchedulerConfig config;
+  FakeModelRunnerOptions runner;
+};
+
+Scenario DefaultSetup() {
+  Scenario s;
+  s.config.max_num_batched_tokens = 64;
+  s.config.max_num_seqs = 8;
+  s.config.max_model_len = 64;
+  s.config.model_namespace = "test-model";
+  s.config.eos_token_ids = {kEos};
+  s.runner.eos_id = kEos;
+  return s;
+}
+
+// Prompt tokens 100 + base + i (distinct from kEos and small ids used as stop tokens).
+std::vector<TokenId> Prompt(int64_t n, TokenId base = 0) {
+  std::vector<TokenId> p;
+  for (int64_t i = 0; i < n; ++i) p.push_back(static_cast<TokenId>(100 + base + i));
+  return p;
+}
+
+RequestInput Input(std::vector<TokenId> prompt, int64_t max_tokens) {
+  RequestInput in;
+  in.prompt_ids = std::move(prompt);
+  in.max_tokens = max_tokens;
+  return in;
+}
+
+struct Expected {
+  std::vector<TokenId> output;
+  FinishReason reason = FinishReason::kNone;
+};
+
+// What a request must produce, computed without the scheduler: FakeModelRunner's tokens until
+// a token-level stop condition.
+Expected Oracle(SeqId id, const RequestInput& in, const Scenario& s) {
+  Expected e;
+  int64_t num_tokens = static_cast<int64_t>(in.prompt_ids.size());
+  while (true) {
+    const TokenId t = FakeModelRunner::token_for(id, num_tokens, s.runner);
+    e.output.push_back(t);
+    ++num_tokens;
+    const auto& eos = s.config.eos_token_ids;
+    if ((!in.ignore_eos && std::find(eos.begin(), eos.end(), t) != eos.end()) ||
+        std::find(in.stop_token_ids.begin(), in.stop_token_ids.end(), t) !=
+            in.stop_token_ids.end()) {
+      e.reason = FinishReason::kStop;
+      return e;
+    }
+    if (static_cast<int64_t>(e.output.size()) >= in.max_tokens ||
+        num_tokens >= s.config.max_model_len) {
+      e.reason = FinishReason::kLength;
+      return e;
+    }
+  }
+}
+
+// A KvCacheManager, a Scheduler and a FakeModelRunner, plus the checks every step must pass.
+class Harness {
+ public:
+  explicit Harness(const Scenario& setup)
+      : setup_(setup),
+        kv_(KvCacheManagerOptions{setup.num_blocks, setup.block_size,
+                                  setup.enable_prefix_caching}),
+        runner_(setup.runner, &kv_) {
+    auto scheduler = Scheduler::Create(setup.config, &kv_);
+    KV_CHECK(scheduler.ok()) << scheduler.status().ToString();
+    scheduler_ = std::move(scheduler).value();
+  }
+
+  Status add(SeqId id, RequestInput input) {
+    RequestInput copy = input;
+    Status status = scheduler_->add_request(id, std::move(input));
+    if (status.ok()) {
+      inputs_[id] = std::move(copy);
+      live_.insert(id);
+    }
+    return status;
+  }
+  bool abort(SeqId id) { return finish(id, FinishReason::kAbort); }
+  // Ends a request as the engine does (abort, or kStop for a stop string): its output so far
+  // must be a prefix of the oracle's.
+  bool finish(SeqId id, FinishReason reason) {
+    const bool known = scheduler_->finish_request(id, reason);
+    if (known) {
+      live_.erase(id);
+      aborted_.insert(id);
+    }
+    scheduler_->check_invariants();
+    return known;
+  }
+
+  // One engine step: schedule, execute, update, with the per-step checks.
+  SchedulerOutput step() {
+    const SchedulerConfig& c = setup_.config;
+    // Requests in the decode phase before the step (one token to compute).
+    std::vector<SeqId> decodes;
+    for (SeqId id : live_) {
+      const Request* r = scheduler_->request(id);
+      if (r->status() == RequestStatus::kRunning && r->num_tokens() - r->num_computed_tokens() == 1) {
+        decodes.push_back(id);
+      }
+    }
+
+    SchedulerOutput out = scheduler_->schedule();
+    ++num_steps_;
+    int64_t sum = 0;
+    std::set<SeqId> ids;
+    for (const ScheduledSeq& s : out.seqs) {
+      EXPECT_GE(s.num_new_tokens, 1);
+      sum += s.num_new_tokens;
+      EXPECT_TRUE(ids.insert(s.id).second) << "request " << s.id << " scheduled twice";
+      if (c.enable_chunked_prefill && c.long_prefill_token_threshold > 0) {
+        EXPECT_LE(s.num_new_tokens, c.long_prefill_token_threshold);
+      }
+      if (!c.enable_chunked_prefill) {
+        const Request* r = scheduler_->request(s.id);
+        EXPECT_EQ(s.num_computed_tokens + s.num_new_tokens, r->num_tokens())
+            << "prompt of request " << s.id << " split without chunked prefill";
+      }
+    }
+    max_seqs_seen_ = std::max<int64_t>(max_seqs_seen_, static_cast<int64_t>(out.seqs.size()));
+    max_tokens_seen_ = std::max(max_tokens_seen_, out.num_scheduled_tokens);
+    EXPECT_EQ(sum, out.num_scheduled_tokens);
+    EXPECT_LE(out.num_scheduled_tokens, c.max_num_batched_tokens);
+    EXPECT_LE(static_cast<int64_t>(out.seqs.size()), c.max_num_seqs);
+    // Decodes are never starved by prefill chunks: each is scheduled (one token) or preempted.
+    std::set<SeqId> preempted(out.preempted_ids.begin(), out.preempted_ids.end());
+    if (static_cast<int64_t>(decodes.size()) <= c.max_num_batched_tokens) {
+      for (SeqId id : decodes) {
+        EXPECT_TRUE(ids.count(id) == 1 || preempted.count(id) == 1)
+            << "decode of request " << id << " not scheduled in step " << num_steps_;
+      }
+    }
+    // Victims are the newest (lowest priority) running requests.
+    for (SeqId p : out.preempted_ids) {
+      const Request* victim = scheduler_->request(p);
+      ++num_preemptions_;
+      for (SeqId id : live_) {
+        const Request* r = scheduler_->request(id);
+        if (r->status() != RequestStatus::kRunning) continue;
+        EXPECT_TRUE(priority_key(*r) < priority_key(*victim))
+            << "preempted " << p << " while newer " << id << " keeps running";
+      }
+      // Committed output survives preemption.
+      EXPECT_EQ(victim->output_ids(), streamed_[p]);
+    }
+
+    ModelOutput model = runner_.execute(out, *scheduler_);
+    std::vector<RequestOutput> results = scheduler_->update(out, model);
+    for (const RequestOutput& o : results) {
+      auto& stream = streamed_[o.id];
+      stream.insert(stream.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+      if (o.finished()) {
+        EXPECT_EQ(scheduler_->request(o.id), nullptr);
+        finished_[o.id] = o.finish_reason;
+        cached_prompt_tokens_[o.id] = o.num_cached_prompt_tokens;
+        live_.erase(o.id);
+      }
+    }
+    scheduler_->check_invariants();
+    kv_.check_invariants();
+    for (const std::string& e : runner_.errors()) ADD_FAILURE() << e;
+    if (!runner_.errors().empty()) abort_all_checks_ = true;
+    return out;
+  }
+
+  // Steps until nothing is left; false if that takes more than max_steps.
+  bool run(int64_t max_steps = 100000) {
+    for (int64_t i = 0; i < max_steps && scheduler_->has_unfinished(); ++i) {
+      step();
+      if (abort_all_checks_) return false;
+    }
+    return !scheduler_->has_unfinished();
+  }
+
+  // Every finished (not aborted) request produced what the oracle says; aborted ones a prefix.
+  void expect_outputs_match_oracle() const {
+    for (const auto& [id, input] : inputs_) {
+      const Expected e = Oracle(id, input, setup_);
+      auto it = streamed_.find(id);
+      const std::vector<TokenId> got = it == streamed_.end() ? std::vector<TokenId>{} : it->second;
+      if (aborted_.count(id)) {
+        ASSERT_LE(got.size(), e.output.size()) << "request " << id;
+        EXPECT_TRUE(std::equal(got.begin(), got.end(), e.output.begin())) << "request " << id;
+        continue;
+      }
+      EXPECT_EQ(got, e.output) << "request " << id;
+      auto f = finished_.find(id);
+      ASSERT_NE(f, finished_.end()) << "request " << id << " never finished";
+      EXPECT_EQ(FinishReasonName(f->second), std::string(FinishReasonName(e.reason)))
+          << "request " << id;
+    }
+  }
+
+  // Once everything ended: no sequence, no block in use.
+  void expect_no_leaks() const {
+    EXPECT_FALSE(scheduler_->has_unfinished());
+    EXPECT_EQ(kv_.num_sequences(), 0);
+    const KvCacheManagerStats st = kv_.stats();
+    EXPECT_EQ(st.blocks_in_use, 0);
+    EXPECT_EQ(st.blocks_free + st.blocks_cached, setup_.num_blocks);
+    if (!setup_.enable_prefix_caching) {
+      EXPECT_EQ(st.blocks_cached, 0);
+    }
+    kv_.check_invariants();
+  }
+
+  Scheduler& scheduler() { return *scheduler_; }
+  KvCacheManager& kv() { return kv_; }
+  FakeModelRunner& runner() { return runner_; }
+  const std::vector<TokenId>& streamed(SeqId id) { return streamed_[id]; }
+  FinishReason finish_reason(SeqId id) const {
+    auto it = finished_.find(id);
+    return it == finished_.end() ? FinishReason::kNone : it->second;
+  }
+  int64_t cached_prompt_tokens(SeqId id) const { return cached_prompt_tokens_.at(id); }
+  int64_t num_steps() const { return num_steps_; }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  int64_t max_seqs_seen() const { return max_seqs_seen_; }
+  int64_t max_tokens_seen() const { return max_tokens_seen_; }
+
+ private:
+  std::pair<int64_t, int64_t> priority_key(const Request& r) const {
+    const int64_t priority =
+        setup_.config.policy == SchedulingPolicy::kPriority ? r.input().priority : 0;
+    return {priority, r.arrival_seq()};
+  }
+
+  Scenario setup_;
+  KvCacheManager kv_;
+  FakeModelRunner runner_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::map<SeqId, RequestInput> inputs_;
+  std::set<SeqId> live_;
+  std::set<SeqId> aborted_;
+  std::map<SeqId, std::vector<TokenId>> streamed_;
+  std::map<SeqId, FinishReason> finished_;
+  std::map<SeqId, int64_t> cached_prompt_tokens_;
+  int64_t num_steps_ = 0;
+  int64_t num_preemptions_ = 0;
+  int64_t max_seqs_seen_ = 0;
+  int64_t max_tokens_seen_ = 0;
+  bool abort_all_checks_ = false;
+};
+
+const ScheduledSeq* Find(const SchedulerOutput& out, SeqId id) {
+  for (const ScheduledSeq& s : out.seqs) {
+    if (s.id == id) return &s;
+  }
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configuration and admission errors
+
+TEST(SchedulerConfigTest, Validate) {
+  SchedulerConfig c;
+  EXPECT_TRUE(c.Validate().ok());
+  c.max_num_batched_tokens = 0;
+  EXPECT_EQ(c.Validate().code(), StatusCode::kInvalidArgument);
+  c = SchedulerConfig();
+  c.max_num_seqs = 0;
+  EXPECT_FALSE(c.Validate().ok());
+  c = SchedulerConfig();
+  c.max_num_batched_tokens = 8;
+  c.max_num_seqs = 16;
+  EXPECT_NE(c.Validate().message().find("max_num_seqs"), std::string::npos);
+  c = SchedulerConfig();
+  c.long_prefill_token_threshold = -1;
+  EXPECT_FALSE(c.Validate().ok());
+  // Without chunked prefill the budget must hold a max_model_len prompt.
+  c = SchedulerConfig();
+  c.enable_chunked_prefill = false;
+  c.max_num_batched_tokens = 512;
+  c.max_model_len = 2048;
+  c.max_num_seqs = 16;
+  const Status st = c.Validate();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("chunked prefill"), std::string::npos) << st.message();
+  c.enable_chunked_prefill = true;
+  EXPECT_TRUE(c.Validate().ok());
+}
+
+TEST(SchedulerTest, CreateRejectsCacheSmallerThanOneSequence) {
+  KvCacheManager kv(KvCacheManagerOptions{4, 4, true});  // 16 tokens
+  SchedulerConfig c;
+  c.max_model_len = 17;
+  c.max_num_batched_tokens = 32;
+  c.max_num_seqs = 4;
+  auto s = Scheduler::Create(c, &kv);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("max-model-len"), std::string::npos);
+  c.max_model_len = 16;
+  EXPECT_TRUE(Scheduler::Create(c, &kv).ok());
+}
+
+TEST(SchedulerTest, AddRequestRejectsBadInputWithClearErrors) {
+  Scenario s = DefaultSetup();
+  s.config.max_model_len = 32;
+  Harness h(s);
+  EXPECT_EQ(h.add(1, Input({}, 4)).code(), StatusCode::kInvalidArgument);
+  // A prompt that leaves no room for one output token is rejected, never truncated.
+  Status too_long = h.add(2, Input(Prompt(40), 4));
+  EXPECT_EQ(too_long.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(too_long.message().find("40 tokens"), std::string::npos) << too_long.message();
+  EXPECT_NE(too_long.message().find("max-model-len 32"), std::string::npos) << too_long.message();
+  EXPECT_FALSE(h.add(3, Input(Prompt(32), 4)).ok());
+  EXPECT_EQ(h.add(4, Input(Prompt(4), 0)).code(), StatusCode::kInvalidArgument);
+  RequestInput bad_sampling = Input(Prompt(4), 4);
+  bad_sampling.sampling.temperature = -1.0f;
+  EXPECT_FALSE(h.add(5, bad_sampling).ok());
+  // Nothing was queued by the failures.
+  EXPECT_FALSE(h.scheduler().has_unfinished());
+  // The longest prompt that fits: one output token.
+  ASSERT_TRUE(h.add(6, Input(Prompt(31), 100)).ok());
+  EXPECT_EQ(h.add(6, Input(Prompt(4), 4)).code(), StatusCode::kInvalidArgument);  // duplicate
+  ASSERT_TRUE(h.run());
+  EXPECT_EQ(h.streamed(6).size(), 1u);
+  EXPECT_EQ(h.finish_reason(6), FinishReason::kLength);
+  h.expect_no_leaks();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stop conditions
+
+TEST(SchedulerTest, SingleRequestPrefillsThenDecodesToMaxTokens) {
+  Harness h(DefaultSetup());
+  ASSERT_TRUE(h.add(1, Input(Prompt(10), 5)).ok());
+  SchedulerOutput first = h.step();
+  ASSERT_EQ(first.seqs.size(), 1u);
+  EXPECT_EQ(first.seqs[0].num_computed_tokens, 0);
+  EXPECT_EQ(first.seqs[0].num_new_tokens, 10);
+  EXPECT_TRUE(first.seqs[0].samples);
+  for (int i = 0; i < 4; ++i) {
+    SchedulerOutput out = h.step();
+    ASSERT_EQ(out.seqs.size(), 1u);
+    EXPECT_EQ(out.seqs[0].num_computed_tokens, 10 + i);
+    EXPECT_EQ(out.seqs[0].num_new_tokens, 1);
+  }
+  EXPECT_FALSE(h.scheduler().has_unfinished());
+  EXPECT_EQ(h.streamed(1).size(), 5u);
+  EXPECT_EQ(h.finish_reason(1), FinishReason::kLength);
+  // The runner learns about the finished request at the next step.
+  EXPECT_EQ(h.scheduler().schedule().finished_ids, std::vector<SeqId>{1});
+  h.expect_outputs_match_oracle();
+  h.expect_no_leaks();
+}
+
+// Finds a request id whose fake output hits `token` at output index `index` at the earliest.
+SeqId IdWhoseOutputStartsWith(const Scenario& s, int64_t prompt_len, TokenId token, int64_t* index) {
+  for (SeqId id = 1; id < 100000; ++id) {
+    for (int64_t i = 0; i < 6; ++i) {
+      if (FakeModelRunner::token_for(id, prompt_len + i, s.runner) == token) {
+        *index = i;
+        return id;
+      }
+    }
+  }
+  return -1;
+}
+
+TEST(SchedulerTest, EosStopsUnlessIgnoreEos) {
+  Scenario s = DefaultSetup();
+  s.runner.eos_one_in = 5;
+  int64_t eos_index = 0;
+  const SeqId id = IdWhoseOutputStartsWith(s, 6, kEos, &eos_index);
+  ASSERT_GT(id, 0);
+  Harness h(s);
+  ASSERT_TRUE(h.add(id, Input(Prompt(6), 20)).ok());
+  RequestInput ignoring = Input(Prompt(6), 20);
+  ignoring.ignore_eos = true;
+  ASSERT_TRUE(h.add(id + 100000, ignoring).ok());  // another id: its own tokens
+  ASSERT_TRUE(h.run());
+  ASSERT_EQ(static_cast<int64_t>(h.streamed(id).size()), eos_index + 1);
+  EXPECT_EQ(h.streamed(id).back(), kEos);  // kept in the output, as vLLM does
+  EXPECT_EQ(h.finish_reason(id), FinishReason::kStop);
+  EXPECT_EQ(h.streamed(id + 100000).size(), 20u);
+  EXPECT_EQ(h.finish_reason(id + 100000), FinishReason::kLength);
+  h.expect_outputs_match_oracle();
+  h.expect_no_leaks();
+}
+
+TEST(SchedulerTest, StopTokenIdsStopAndAreReported) {
+  Scenario s = DefaultSetup();
+  Harness h(s);
+  // The request's third output token becomes a stop token.
+  const TokenId stop = FakeModelRunner::token_for(7, 8 + 2, s.runner);
+  RequestInput in = Input(Prompt(8), 20);
+  in.stop_token_ids = {stop};
+  in.ignore_eos = true;  // stop_token_ids apply even with ignore_eos
+  ASSERT_TRUE(h.add(7, in).ok());
+  std::vector<RequestOutput> last;
+  while (h.scheduler().has_unfinished()) {
+    SchedulerOutput out = h.scheduler().schedule();
+    ModelOutput model = h.runner().execute(out, h.scheduler());
+    last = h.scheduler().update(out, model);
+  }
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].finish_reason, FinishReason::kStop);
+  EXPECT_EQ(last[0].stop_token_id, stop);
+  h.expect_no_leaks();
+}
+
+TEST(SchedulerTest, MaxModelLenClipsMaxTokens) {
+  Scenario s = DefaultSetup();
+  s.config.max_model_len = 20;
+  Harness h(s);
+  ASSERT_TRUE(h.add(1, Input(Prompt(12), 1000)).ok());
+  ASSERT_TRUE(h.run());
+  EXPECT_EQ(h.streamed(1).size(), 8u);  // 12 + 8 == max_model_len
+  EXPECT_EQ(h.finish_reason(1), FinishReason::kLength);
+  h.expect_outputs_match_oracle();
+  h.expect_no_leaks();
+}
+
+TEST(SchedulerTest, EngineFinishesRequestForStopString) {
+  Harness h(DefaultSetup());
+  ASSERT_TRUE(h.add(1, Input(Prompt(10), 30)).ok());
+  ASSERT_TRUE(h.add(2, Input(Prompt(10, 50), 30)).ok());
+  for (int i = 0; i < 3; ++i) h.step();
+  EXPECT_TRUE(h.finish(1, FinishReason::kStop));
+  EXPECT_EQ(h.scheduler().request(1), nullptr);
+  EXPECT_FALSE(h.finish(1, FinishReason::kStop));
+  h.scheduler().check_invariants();
+  SchedulerOutput out = h.step();
+  EXPECT_EQ(out.finished_ids, std::vector<SeqId>{1});
+  EXPECT_EQ(Find(out, 1), nullptr);
+  EXPECT_NE(Find(out, 2), nullptr);
+  ASSERT_TRUE(h.run());
+  h.expect_no_leaks();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ordering
+
+std::vector<SeqId> FirstScheduledOrder(Harness& h) {
+  std::vector<SeqId> order;
+  std::set<SeqId> seen;
+  while (h.scheduler().has_unfinished()) {
+    for (const ScheduledSeq& s : h.step().seqs) {
+      if (seen.insert(s.id).second) order.push_back(s.id);
+    }
+  }
+  return order;
+}
+
+TEST(SchedulerTest, FcfsRunsInArrivalOrder) {
+  Scenario s = DefaultSetup();
+  s.config.max_num_seqs = 1;
+  Harness h(s);
+  const int64_t priorities[] = {5, 0, 5, -1};
+  for (SeqId id = 1; id <= 4; ++id) {
+    RequestInput in = Input(Prompt(6, static_cast<TokenId>(id * 10)), 3);
+    in.priority = priorities[id - 1];  // ignored under FCFS
+    ASSERT_TRUE(h.add(id, in).ok());
+  }
+  EXPECT_EQ(FirstScheduledOrder(h), (std::vector<SeqId>{1, 2, 3, 4}));
+  EXPECT_EQ(h.max_seqs_seen(), 1);
+  h.expect_outputs_match_oracle();
+  h.expect_no_leaks();
+}
+
+TEST(SchedulerTest, PriorityRunsLowestValueFirstThenArrival) {
+  Scenario s = DefaultSetup();
+  s.config.max_num_seqs = 1;
+  s.config.policy = SchedulingPolicy::kPriority;
+  Harness h(s);
+  const int64_t priorities[] = {5, 0, 5, -1};
+  for (SeqId id = 1; id <= 4; ++id) {
+    RequestInput in = Input(Prompt(6, static_cast<TokenId>(id * 10)), 3);
+    in.priority = priorities[id - 1];
+    ASSERT_TRUE(h.add(id, in).ok());
+  }
+  EXPECT_EQ(FirstScheduledOrder(h), (std::vector<SeqId>{4, 2, 1, 3}));
+  h.expect_outputs_match_oracle();
+  h.expect_no_leaks();
+}
+
+TEST(SchedulerTest, MaxNumSeqsCapsRunningRequests) {
+  Scenario s = DefaultSetup();
+  s.config.max_num_seqs = 2;
+  Harness h(s);
+  for (SeqId id = 1; id <= 5; ++id) ASSERT_TRUE(h.add(id, Input(Prompt(4), 6)).ok());
+  ASSERT_TRUE(h.run());
+  EXPECT_EQ(h.max_seqs_seen(), 2);
+  h.expect_outputs_match_oracle();
+  h.expect_no_leaks();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Chunked prefill
+
+TEST(SchedulerTest, ChunkedPrefillSplitsLongPromptWithoutStallingDecodes) {
+  Scenario s = DefaultSetup();
+  s.config.max_num_batched_tokens = 16;
+  s.config.max_model_len = 128;
+  s.num_blocks = 64;
+  Harness h(s);
+  ASSERT_TRUE(h.add(1, Input(Prompt(4), 40)).ok());
+  ASSERT_TRUE(h.add(2, Input(Prompt(4, 10), 40)).ok());
+  h.step();  // both prompts, whole
+  ASSERT_TRUE(h.add(3, Input(Prompt(100, 20), 4)).ok());
+  std::vector<int64_t> chunks;
+  while (h.scheduler().request(3)->num_output_tokens() == 0) {
+    SchedulerOutput out = h.step();
+    ASSERT_NE(Find(out, 1), nullptr);
+    ASSERT_NE(Find(out, 2), nullptr);
+    EXPECT_EQ(Find(out, 1)->num_new_tokens, 1);
+    EXPECT_EQ(Find(out, 2)->num_new_tokens, 1);
+    const ScheduledSeq* long_prompt = Find(out, 3);
+    ASSERT_NE(long_prompt, nullptr);
+    EXPECT_EQ(long_prompt->samples, long_prompt->num_computed_tokens + long_prompt->num_new_tokens == 100);
+    chunks.push_back(long_prompt->num_new_tokens);
+    EXPECT_EQ(out.num_scheduled_tokens, 2 + chunks.back());
+  }
+  // 100 tokens in chunks of 14 (16 minus the two decodes): 7 x 14 + 2.
+  EXPECT_EQ(chunks, (std::vector<int64_t>{14, 14, 14, 14, 14, 14, 14, 2}));
+  ASSERT_TRUE(h.run());
+  h.expect_outputs_match_oracle();
+  h.expect_no_leaks();
+}
+
+TEST(SchedulerTest, DecodesGoBeforeOlderPrefillChunks) {
+  // The long prompt is admitted first (capped by the threshold), a short one joins in the
+  // same step; from then on the short one's decodes come first in every step.
+  Scenario s = DefaultSetup();
+  s.config.max_num_batched_tokens = 12;
+  s.config.max_num_seqs = 4;
+  s.config.long_prefill_token_threshold = 10;
+  s.config.max_model_len = 128;
+  Harness h(s);
+  ASSERT_TRUE(h.add(1, Input(Prompt(60), 2)).ok());
+  ASSERT_TRUE(h.add(2, Input(Prompt(2, 70), 30)).ok());
+  SchedulerOutput first = h.step();
+  ASSERT_EQ(first.seqs.size(), 2u);
+  EXPECT_EQ(first.seqs[0].id, 1);
+  EXPECT_EQ(first.seqs[0].num_new_tokens, 10);
+  EXPECT_EQ(first.seqs[1].num_new_tokens, 2);
+  for (int i = 0; i < 4; ++i) {
+    SchedulerOutput out = h.step();
+    ASSERT_EQ(out.seqs.size(), 2u);
+    EXPECT_EQ(out.seqs[0].id, 2);  // the decode first
+    EXPECT_EQ(out.seqs[0].num_new_tokens, 1);
+    EXPECT_EQ(out.seqs[1].id, 1);
+    EXPECT_EQ(out.seqs[1].num_new_tokens, 10);
+  }
+  ASSERT_TRUE(h.run());
+  h.expect_outputs_match_oracle();
+  h.expect_no_leaks();
+}
+
+TEST(SchedulerTest, LongPrefillTokenThresholdCapsEachRequestPerStep) {
+  Scenario s = DefaultSetup();
+  s.config.max_num_batched_tokens = 64;
+  s.config.long_prefill_token_threshold = 8;
+  s.config.max_model_len = 128;
+  Harness h(s);
+  ASSERT_TRUE(h.add(1, Input(Prompt(50), 2)).ok());
+  ASSERT_TRUE(h.add(2, Input(Prompt(20, 60), 2)).ok());
+  SchedulerOutput first = h.step();
+  ASSERT_EQ(first.seqs.size(), 2u);  // both get a share of the same step
+  EXPECT_EQ(first.seqs[0].num_new_tokens, 8);
+  EXPECT_EQ(first.seqs[1].num_new_tokens, 8);
+  int64_t steps_to_first_token = 1;
+  while (h.streamed(1).empty()) {
+    h.step();
+    ++steps_to_first_token;
+  }
+  EXPECT_EQ(steps_to_first_token, 7);  // ceil(50 / 8)
+  ASSERT_TRUE(h.run());
+  h.expect_outputs_match_oracle();
+  h.expect_no_leaks();
+}
+
+TEST(SchedulerTest, WithoutChunkedPrefillPromptsRunWholeAndInOrder) {
+  Scenario s = DefaultSetup();
+  s.config.enable_chunked_prefill = false;
+  s.config.max_num_batched_tokens = 32;
+  s.config.max_model_len = 32;
+  s.config.long_prefill_token_threshold = 4;  // no effect without chunked prefill
+  Harness h(s);
+  ASSERT_TRUE(h.add(1, Input(Prompt(10), 20)).ok());
+  ASSERT_TRUE(h.add(2, Input(Prompt(30, 40), 2)).ok());
+  ASSERT_TRUE(h.add(3, Input(Prompt(2, 80), 2)).ok());
+  SchedulerOutput first = h.step();
+  // 2 does not fit the 22 tokens left and is not split; 3 does not overtake it.
+  ASSERT_EQ(first.seqs.size(), 1u);
+  EXPECT_EQ(first.seqs[0].num_new_tokens, 10);
+  SchedulerOutput second = h.step();
+  ASSERT_EQ(second.seqs.size(), 2u);
+  EXPECT_EQ(second.seqs[0].id, 1);
+  EXPECT_EQ(second.seqs[1].id, 2);
+  EXPECT_EQ(second.seqs[1].num_new_tokens, 30);
+  EXPECT_EQ(Find(second, 3), nullptr);  // one token of budget left, its prompt has 2
+  ASSERT_TRUE(h.run());
+  h.expect_outputs_match_oracle();
+  h.expect_no_leaks();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Preemption
+
+TEST(SchedulerTest, PreemptsNewestFirstAndKeepsCommittedOutput) {
+  Scenario s = DefaultSetup();
+  s.block_size = 4;
+  s.num_blocks = 8;  // 32 tokens
+  s.config.max_model_len = 32;
+  s.config.max_num_batched_tokens = 64;
+  s.enable_prefix_caching = false;  // recompute everything after preemption
+  Harness h(s);
+  for (SeqId id = 1; id <= 3; ++id) {
+    ASSERT_TRUE(h.add(id, Input(Prompt(8, static_cast<TokenId>(id * 10)), 12)).ok());
+  }
+  SchedulerOutput first = h.step();
+  EXPECT_EQ(first.seqs.size(), 3u);  // 6 of 8 blocks
+  // Position 8 needs a third block each: 1 and 2 get the last two, 3 (newest) is preempted.
+  SchedulerOutput second = h.step();
+  EXPECT_EQ(second.preempted_ids, std::vector<SeqId>{3});
+  EXPECT_EQ(second.seqs.size(), 2u);
+  const Request* r3 = h.scheduler().request(3);
+  ASSERT_NE(r3, nullptr);
+  EXPECT_EQ(r3->status(), RequestStatus::kPreempted);
+  EXPECT_EQ(r3->num_output_tokens(), 1);  // its first token is kept
+  EXPECT_EQ(r3->num_computed_tokens(), 0);
+  ASSERT_TRUE(h.run());
+  EXPECT_GE(h.num_preemptions(), 2);
+  EXPECT_GT(h.runner().num_recomputed_tokens(), 0);
+  EXPECT_GE(h.scheduler().stats().num_preemptions_total, 2);
+  // Same tokens as an unconstrained run.
+  h.expect_outputs_match_oracle();
+  h.expect_no_leaks();
+}
+
+TEST(SchedulerTest, PreemptedRequestResumesFromItsCachedBlocks) {
+  Scenario s = DefaultSetup();
+  s.block_size = 4;
+  s.num_blocks = 5;
+  s.config.max_model_len = 20;
+  s.config.max_num_batched_tokens = 32;
+  Harness h(s);
+  ASSERT_TRUE(h.add(1, Input(Prompt(8), 5)).ok());       // 13 tokens, 3 blocks
+  ASSERT_TRUE(h.add(2, Input(Prompt(8, 50), 10)).ok());  // 18 tokens, 5 blocks
+  h.step();                                              // 4 blocks in use
+  SchedulerOutput second = h.step();                     // 1 takes the last block
+  EXPECT_EQ(second.preempted_ids, std::vector<SeqId>{2});
+  // 2 waits until 1 finishes, then resumes from its two cached prompt blocks.
+  const ScheduledSeq* resumed = nullptr;
+  SchedulerOutput out;
+  while (resumed == nullptr) {
+    out = h.step();
+    resumed = Find(out, 2);
+  }
+  EXPECT_EQ(h.finish_reason(1), FinishReason::kLength);
+  EXPECT_EQ(resumed->num_computed_tokens, 8);
+  EXPECT_EQ(resumed->num_new_tokens, 1);  // its first output token
+  EXPECT_TRUE(resumed->samples);
+  EXPECT_EQ(h.scheduler().request(2)->num_cached_tokens(), 8);
+  ASSERT_TRUE(h.run());
+  EXPECT_EQ(h.cached_prompt_tokens(2), 0);  // first admission: nothing was cached
+  h.expect_outputs_match_oracle();
+  h.expect_no_leaks();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Abort
+
+TEST(SchedulerTest, AbortReturnsAllBlocksInEveryState) {
+  Scenario s = DefaultSetup();
+  s.block_size = 4;
+  s.num_blocks = 12;
+  s.config.max_model_len = 40;
+  s.config.max_num_batched_tokens = 16;
+  s.config.max_num_seqs = 4;
+  Harness h(s);
+  ASSERT_TRUE(h.add(1, Input(Prompt(4), 30)).ok());       // decoding
+  ASSERT_TRUE(h.add(2, Input(Prompt(30, 40), 5)).ok());   // prefilling in chunks
+  ASSERT_TRUE(h.add(3, Input(Prompt(10, 80), 30)).ok());
+  ASSERT_TRUE(h.add(4, Input(Prompt(5, 120), 5)).ok());
+  h.step();
+  h.step();
+  EXPECT_EQ(h.scheduler().request(1)->status(), RequestStatus::kRunning);
+  EXPECT_EQ(h.scheduler().request(2)->status(), RequestStatus::kRunning);
+  EXPECT_LT(h.scheduler().request(2)->num_computed_tokens(), 30);
+  EXPECT_TRUE(h.abort(2));  // mid-prefill
+  EXPECT_FALSE(h.abort(2));
+  EXPECT_FALSE(h.abort(99));
+  for (int i = 0; i < 6 && h.scheduler().request(1) != nullptr; ++i) h.step();
+  // Whatever state each request is in now (running, waiting, preempted), abort frees it.
+  for (SeqId id : {1, 3, 4}) {
+    if (h.scheduler().request(id) != nullptr) {
+      EXPECT_TRUE(h.abort(id));
+    }
+  }
+  EXPECT_FALSE(h.scheduler().has_unfinished());
+  h.expect_no_leaks();
+  // Also an abort of a never-scheduled request, and one while its step is in flight.
+  ASSERT_TRUE(h.add(10, Input(Prompt(6), 4)).ok());
+  EXPECT_TRUE(h.abort(10));
+  ASSERT_TRUE(h.add(11, Input(Prompt(6), 4)).ok());
+  SchedulerOutput out = h.scheduler().schedule();
+  ASSERT_NE(Find(out, 11), nullptr);
+  ModelOutput model = h.runner().execute(out, h.scheduler());
+  EXPECT_TRUE(h.abort(11));
+  EXPECT_TRUE(h.scheduler().update(out, model).empty());
+  h.scheduler().check_invariants();
+  h.expect_no_leaks();
+  h.expect_outputs_match_oracle();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prefix cache
+
+TEST(SchedulerTest, PrefixCacheHitSkipsCachedBlocks) {
+  Scenario s = DefaultSetup();
+  s.block_size = 4;
+  Harness h(s);
+  ASSERT_TRUE(h.add(1, Input(Prompt(10), 3)).ok());
+  ASSERT_TRUE(h.run());
+  EXPECT_EQ(h.cached_prompt_tokens(1), 0);
+
+  struct Case {
+    SeqId id;
+    std::vector<TokenId> prompt;
+    std::string salt;
+    int64_t cached;
+  };
+  std::vector<TokenId> shared_then_new = Prompt(8);
+  for (TokenId t : Prompt(5, 500)) shared_then_new.push_back(t);
+  const std::vector<Case> cases = {
+      {2, shared_then_new, "", 8},  // two full blocks shared
+      {3, Prompt(10), "", 8},       // same prompt: the partial third block is computed
+      {4, Prompt(8), "", 4},        // full hit: the last token is computed anyway
+      {5, Prompt(10), "tenant-b", 0},  // another salt never shares
+      {6, Prompt(3), "", 0},        // shorter than a block
+  };
+  for (const Case& c : cases) {
+    RequestInput in = Input(c.prompt, 2);
+    in.cache_salt = c.salt;
+    ASSERT_TRUE(h.add(c.id, in).ok());
+    SchedulerOutput out = h.step();
+    const ScheduledSeq* seq = Find(out, c.id);
+    ASSERT_NE(seq, nullptr) << "request " << c.id;
+    EXPECT_EQ(seq->num_computed_tokens, c.cached) << "request " << c.id;
+    EXPECT_EQ(seq->num_new_tokens, static_cast<int64_t>(c.prompt.size()) - c.cached)
+        << "request " << c.id;
+    EXPECT_EQ(h.scheduler().request(c.id)->num_cached_tokens(), c.cached);
+    ASSERT_TRUE(h.run());
+    EXPECT_EQ(h.cached_prompt_tokens(c.id), c.cached) << "request " << c.id;
+  }
+  EXPECT_GT(h.kv().stats().prefix_hits_tokens, 0);
+  h.expect_outputs_match_oracle();
+  h.expect_no_leaks();
+}
+
+TEST(SchedulerTest, PrefixCachingDisabledCachesNothing) {
+  Scenario s = DefaultSetup();
+  s.enable_prefix_caching = false;
+  Harness h(s);
+  for (SeqId id = 1; id <= 3; ++id) {
+    ASSERT_TRUE(h.add(id, Input(Prompt(12), 3)).ok());
+    SchedulerOutput out = h.step();
+    ASSERT_NE(Find(out, id), nullptr);
+    EXPECT_EQ(Find(out, id)->num_computed_tokens, 0);
+    EXPECT_EQ(Find(out, id)->num_new_tokens, 12);
+    ASSERT_TRUE(h.run());
+    EXPECT_EQ(h.cached_prompt_tokens(id), 0);
+    EXPECT_EQ(h.kv().stats().blocks_cached, 0);
+  }
+  EXPECT_EQ(h.kv().stats().prefix_hits_tokens, 0);
+  h.expect_outputs_match_oracle();
+  h.expect_no_leaks();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Property test: random configurations and workloads
+
+struct Workload {
+  Scenario setup;
+  struct Item {
+    SeqId id;
+    int64_t arrival_step;
+    int64_t abort_step;  // -1: never
+    RequestInput input;
+  };
+  std::vector<Item> items;
+};
+
+Workload RandomWorkload(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto uniform = [&rng](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  Workload w;
+  Scenario& s = w.setup;
+  const int64_t block_sizes[] = {1, 2, 4, 16};
+  s.block_size = block_sizes[uniform(0, 3)];
+  s.enable_prefix_caching = uniform(0, 3) != 0;
+  SchedulerConfig& c = s.config;
+  c.max_model_len = uniform(8, 96);
+  const int64_t min_blocks = (c.max_model_len + s.block_size - 1) / s.block_size;
+  s.num_blocks = uniform(min_blocks, min_blocks * 4);  // often short of memory
+  c.max_num_seqs = uniform(1, 8);
+  c.enable_chunked_prefill = uniform(0, 3) != 0;
+  if (c.enable_chunked_prefill) {
+    c.max_num_batched_tokens = uniform(c.max_num_seqs, std::max<int64_t>(c.max_num_seqs, 2 * c.max_model_len));
+    c.long_prefill_token_threshold = uniform(0, 1) ? 0 : uniform(1, 32);
+  } else {
+    c.max_num_batched_tokens = uniform(std::max(c.max_model_len, c.max_num_seqs), 2 * c.max_model_len);
+  }
+  c.policy = uniform(0, 1) ? SchedulingPolicy::kFcfs : SchedulingPolicy::kPriority;
+  c.model_namespace = "m";
+  c.eos_token_ids = {kEos};
+  s.runner.eos_id = kEos;
+  const int64_t eos_rates[] = {0, 8, 40};
+  s.runner.eos_one_in = eos_rates[uniform(0, 2)];
+
+  // A few shared prefixes so that prefix hits (and evictions) happen.
+  std::vector<std::vector<TokenId>> prefixes(3);
+  for (auto& p : prefixes) {
+    for (int64_t i = 0, n = uniform(1, c.max_model_len - 1); i < n; ++i) {
+      p.push_back(static_cast<TokenId>(uniform(10, 60)));
+    }
+  }
+  const int64_t num_requests = uniform(1, 24);
+  for (int64_t i = 0; i < num_requests; ++i) {
+    Workload::Item item;
+    item.id = i + 1;
+    item.arrival_step = uniform(0, 30);
+    item.abort_step = uniform(0, 9) == 0 ? item.arrival_step + uniform(0, 20) : -1;
+    const int64_t len = uniform(1, c.max_model_len - 1);
+    std::vector<TokenId> prompt;
+    if (uniform(0, 1)) {
+      const auto& p = prefixes[static_cast<size_t>(uniform(0, 2))];
+      prompt.assign(p.begin(), p.begin() + std::min<int64_t>(len, static_cast<int64_t>(p.size())));
+    }
+    while (static_cast<int64_t>(prompt.size()) < len) prompt.push_back(static_cast<TokenId>(uniform(10, 999)));
+    item.input = Input(prompt, uniform(1, c.max_model_len));
+    item.input.ignore_eos = uniform(0, 3) == 0;
+    if (uniform(0, 4) == 0) item.input.stop_token_ids = {static_cast<TokenId>(uniform(3, 30))};
+    item.input.priority = uniform(-2, 2);
+    if (uniform(0, 5) == 0) item.input.cache_salt = "tenant";
+    w.items.push_back(std::move(item));
+  }
+  // Arrival order == id order (the harness checks victims by arrival).
+  std::stable_sort(w.items.begin(), w.items.end(),
+                   [](const auto& a, const auto& b) { return a.arrival_step < b.arrival_step; });
+  for (size_t i = 0; i < w.items.size(); ++i) w.items[i].id = static_cast<SeqId>(i + 1);
+  return w;
+}
+
+TEST(SchedulerPropertyTest, RandomWorkloadsRespectBudgetsAndFinishWithOracleOutputs) {
+  int64_t total_preemptions = 0, total_steps = 0, total_hits = 0, seeds_short_of_budget = 0;
+  for (uint64_t seed = 1; seed <= 400; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const Workload w = RandomWorkload(seed);
+    Harness h(w.setup);
+    size_t next = 0;
+    int64_t step = 0;
+    std::vector<std::pair<int64_t, SeqId>> aborts;
+    while (next < w.items.size() || h.scheduler().has_unfinished()) {
+      while (next < w.items.size() && w.items[next].arrival_step <= step) {
+        const auto& item = w.items[next++];
+        ASSERT_TRUE(h.add(item.id, item.input).ok());
+        if (item.abort_step >= 0) aborts.push_back({item.abort_step, item.id});
+      }
+      for (const auto& [when, id] : aborts) {
+        if (when == step && h.scheduler().request(id) != nullptr) h.abort(id);
+      }
+      h.step();
+      ++step;
+      ASSERT_LT(step, 20000) << "requests never finish";
+      if (::testing::Test::HasFailure()) return;
+    }
+    h.expect_outputs_match_oracle();
+    h.expect_no_leaks();
+    if (::testing::Test::HasFailure()) return;
+    total_preemptions += h.num_preemptions();
+    total_steps += step;
+    total_hits += h.kv().stats().prefix_hits_tokens;
+    if (h.max_tokens_seen() == w.setup.config.max_num_batched_tokens) ++seeds_short_of_budget;
+  }
+  // The workloads exercise what they are meant to.
+  EXPECT_GT(total_preemptions, 50);
+  EXPECT_GT(total_hits, 0);
+  EXPECT_GT(seeds_short_of_budget, 20);
+  std::printf("[ info ] %lld steps, %lld preemptions, %lld prefix-hit tokens, %lld seeds filled "
+              "the budget\n", static_cast<long long>(total_steps),
+              static_cast<long long>(total_preemptions), static_cast<long long>(total_hits),
+              static_cast<long long>(seeds_short_of_budget));
+}
+
+// Chunked and unchunked runs of one workload compute the same tokens.
+TEST(SchedulerPropertyTest, ChunkedEqualsUnchunked) {
+  for (uint64_t seed = 1; seed <= 50; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Workload w = RandomWorkload(seed * 7919);
+    std::map<SeqId, std::vector<TokenId>> outputs[2];
+    for (int chunked = 0; chunked < 2; ++chunked) {
+      Scenario s = w.setup;
+      s.config.enable_chunked_prefill = chunked == 1;
+      s.config.max_num_batched_tokens = chunked ? std::max<int64_t>(s.config.max_num_seqs, 5)
+                                                : std::max(s.config.max_model_len, s.config.max_num_seqs);
+      s.config.long_prefill_token_threshold = chunked ? 3 : 0;
+      Harness h(s);
+      for (const auto& item : w.items) ASSERT_TRUE(h.add(item.id, item.input).ok());
+      ASSERT_TRUE(h.run());
+      for (const auto& item : w.items) outputs[chunked][item.id] = h.streamed(item.id);
+      h.expect_no_leaks();
+    }
+    EXPECT_EQ(outputs[0], outputs[1]);
+  }
+}
+
+}  // namespace
+}  // namespace kvserve
