@@ -2,6 +2,7 @@
 #include "cli/sim.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdarg>
@@ -12,6 +13,7 @@
 #include <memory>
 #include <queue>
 #include <sstream>
+#include <thread>
 #include <unordered_set>
 #include <utility>
 
@@ -82,6 +84,7 @@ Status ValidateOptions(const SimOptions& o) {
   if (o.max_num_seqs < 1) return InvalidArgumentError("--max-num-seqs must be at least 1");
   if (o.max_requests < 0) return InvalidArgumentError("--max-requests must be >= 0");
   if (o.tenants < 1) return InvalidArgumentError("--tenants must be at least 1");
+  if (o.threads < 0) return InvalidArgumentError("--threads must be >= 0");
   for (int64_t c : o.capacities_blocks) {
     if (c < 1 || c > kMaxCapacityBlocks) {
       return InvalidArgumentError(Printf("--kv-cache-blocks %lld: must be in [1, %lld]",
@@ -182,13 +185,21 @@ StatusOr<std::vector<TraceRequest>> LoadMooncakeTrace(const std::string& path,
   return trace;
 }
 
-std::vector<TokenId> TracePromptTokens(const TraceRequest& r, int64_t hash_block_tokens) {
-  std::vector<TokenId> t(static_cast<size_t>(r.input_tokens));
+void TracePromptTokens(const TraceRequest& r, int64_t hash_block_tokens,
+                       std::vector<TokenId>* tokens) {
+  tokens->clear();
+  tokens->reserve(static_cast<size_t>(r.input_tokens));
   const int64_t h = hash_block_tokens;
-  for (int64_t p = 0; p < r.input_tokens; ++p) {
-    t[static_cast<size_t>(p)] =
-        static_cast<TokenId>(r.hash_ids[static_cast<size_t>(p / h)] * h + p % h);
+  for (size_t k = 0; k < r.hash_ids.size(); ++k) {
+    const int64_t n = std::min<int64_t>(h, r.input_tokens - static_cast<int64_t>(k) * h);
+    const TokenId base = static_cast<TokenId>(r.hash_ids[k] * h);
+    for (int64_t o = 0; o < n; ++o) tokens->push_back(base + static_cast<TokenId>(o));
   }
+}
+
+std::vector<TokenId> TracePromptTokens(const TraceRequest& r, int64_t hash_block_tokens) {
+  std::vector<TokenId> t;
+  TracePromptTokens(r, hash_block_tokens, &t);
   return t;
 }
 
@@ -199,9 +210,14 @@ StatusOr<SimRow> SimulateCapacity(const std::vector<TraceRequest>& trace,
     return InvalidArgumentError("capacity out of range");
   }
   const int64_t bs = o.block_tokens;
+  // Remember every eviction (at most one per committed prompt block), so that "evicted" and
+  // "never seen" misses are told apart exactly.
+  int64_t num_prompt_blocks = 0;
+  for (const TraceRequest& r : trace) num_prompt_blocks += r.input_tokens / bs;
   KvCacheManager kv({.num_blocks = capacity_blocks,
                      .block_size = bs,
-                     .enable_prefix_caching = o.enable_prefix_caching});
+                     .enable_prefix_caching = o.enable_prefix_caching,
+                     .eviction_history_size = std::max<int64_t>(1, num_prompt_blocks)});
   SimRow row;
   row.capacity_blocks = capacity_blocks;
   const std::vector<size_t> order = ArrivalOrder(trace);
@@ -216,9 +232,12 @@ StatusOr<SimRow> SimulateCapacity(const std::vector<TraceRequest>& trace,
   std::deque<size_t> waiting;
   int64_t running = 0;
   double total_wait_s = 0.0;
+  // The head of the queue did not fit; only a finish (memory returned) can change that.
+  bool head_blocked = false;
+  std::vector<TokenId> tokens;  // reused: prompts are up to ~10^5 tokens
 
   auto try_admit = [&](double now_s) {
-    while (!waiting.empty() && running < o.max_num_seqs) {
+    while (!waiting.empty() && running < o.max_num_seqs && !head_blocked) {
       const size_t i = waiting.front();
       const TraceRequest& r = trace[i];
       const int64_t total_tokens = r.input_tokens + r.output_tokens;
@@ -227,10 +246,20 @@ StatusOr<SimRow> SimulateCapacity(const std::vector<TraceRequest>& trace,
         waiting.pop_front();
         continue;
       }
+      // Cheap necessary condition first: even a hit on every cacheable block leaves this many
+      // blocks to allocate.
+      if ((total_tokens + bs - 1) / bs - (r.input_tokens - 1) / bs > kv.stats().blocks_free +
+                                                                     kv.stats().blocks_cached) {
+        head_blocked = true;
+        return;
+      }
       const std::string ns = Namespace(o, i);
-      const std::vector<TokenId> tokens = TracePromptTokens(r, o.hash_block_tokens);
+      TracePromptTokens(r, o.hash_block_tokens, &tokens);
       const PrefixMatch m = kv.match(ns, tokens);
-      if (!kv.can_start(m, total_tokens)) return;  // FCFS: the head waits for memory
+      if (!kv.can_start(m, total_tokens)) {  // FCFS: the head waits for memory
+        head_blocked = true;
+        return;
+      }
       const SeqId id = static_cast<SeqId>(i);
       kv.start_sequence(id, ns, m);
       KV_CHECK(kv.allocate_slots(id, total_tokens)) << "can_start promised room";
@@ -262,6 +291,7 @@ StatusOr<SimRow> SimulateCapacity(const std::vector<TraceRequest>& trace,
       kv.free(finishes.top().id);
       finishes.pop();
       --running;
+      head_blocked = false;
       ++row.num_requests;
       row.end_s = now_s;
     } else {
@@ -272,10 +302,10 @@ StatusOr<SimRow> SimulateCapacity(const std::vector<TraceRequest>& trace,
     if (o.check_invariants) kv.check_invariants();
   }
   KV_CHECK(waiting.empty() && running == 0 && kv.num_sequences() == 0);
-  kv.check_invariants();  // once at the end: every block free or cached
+  row.stats = kv.stats();
+  KV_CHECK_EQ(row.stats.blocks_in_use, 0) << "blocks leaked";
   const int64_t admitted = row.num_requests;
   row.mean_wait_s = admitted > 0 ? total_wait_s / static_cast<double>(admitted) : 0.0;
-  row.stats = kv.stats();
   return row;
 }
 
@@ -351,9 +381,32 @@ StatusOr<SimReport> RunSim(const std::vector<TraceRequest>& full_trace, const Si
   }
   rep.num_distinct_hash_ids = static_cast<int64_t>(distinct.size());
   const auto start = std::chrono::steady_clock::now();
-  for (int64_t c : rep.options.capacities_blocks) {
-    KV_ASSIGN_OR_RETURN(SimRow row, SimulateCapacity(trace, rep.options, c));
-    rep.rows.push_back(std::move(row));
+  // Capacities are independent replays (a KvCacheManager each): run them on worker threads,
+  // the largest first (they take longest), claiming them from one counter.
+  const size_t num_rows = rep.options.capacities_blocks.size();
+  std::vector<size_t> by_size(num_rows);
+  for (size_t i = 0; i < num_rows; ++i) by_size[i] = i;
+  std::stable_sort(by_size.begin(), by_size.end(), [&](size_t a, size_t b) {
+    return rep.options.capacities_blocks[a] > rep.options.capacities_blocks[b];
+  });
+  std::vector<StatusOr<SimRow>> results(num_rows, StatusOr<SimRow>(InternalError("not run")));
+  std::atomic<size_t> next_row{0};
+  auto worker = [&]() {
+    for (size_t k = next_row++; k < num_rows; k = next_row++) {
+      const size_t i = by_size[k];
+      results[i] = SimulateCapacity(trace, rep.options, rep.options.capacities_blocks[i]);
+    }
+  };
+  int threads = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
+  threads = std::clamp(threads, 1, static_cast<int>(std::max<size_t>(num_rows, 1)));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  rep.threads = threads;
+  for (StatusOr<SimRow>& r : results) {
+    if (!r.ok()) return r.status();
+    rep.rows.push_back(std::move(r).value());
   }
   rep.unbounded = SimulateUnbounded(trace, rep.options);
   rep.elapsed_s = SecondsSince(start);
@@ -421,8 +474,9 @@ std::string FormatSimText(const SimReport& rep) {
     out += Printf("\n%lld requests larger than a whole cache were skipped (summed over rows)\n",
                   static_cast<long long>(rejected));
   }
-  out += Printf("\nreplayed %lld requests x %zu capacities in %.2f s\n",
-                static_cast<long long>(rep.num_requests), rep.rows.size(), rep.elapsed_s);
+  out += Printf("\nreplayed %lld requests x %zu capacities in %.2f s (%d threads)\n",
+                static_cast<long long>(rep.num_requests), rep.rows.size(), rep.elapsed_s,
+                rep.threads);
   return out;
 }
 
@@ -527,6 +581,9 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--tenants", opts->tenants,
                   "Give request i the cache salt i % N (tenants never share blocks)")
+      ->capture_default_str();
+  cmd->add_option("--threads", opts->threads,
+                  "Capacities replayed in parallel (0: one thread per core)")
       ->capture_default_str();
   cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching",
                 opts->enable_prefix_caching, "Reuse cached prefix blocks (default: on)");

@@ -47,8 +47,10 @@ StatusOr<std::vector<TraceRequest>> ParseMooncakeTrace(std::string_view text,
 StatusOr<std::vector<TraceRequest>> LoadMooncakeTrace(const std::string& path,
                                                       int64_t hash_block_tokens);
 
-// The prompt's token ids (see the file comment).
+// The prompt's token ids (see the file comment); the second form reuses `tokens`' memory.
 std::vector<TokenId> TracePromptTokens(const TraceRequest& request, int64_t hash_block_tokens);
+void TracePromptTokens(const TraceRequest& request, int64_t hash_block_tokens,
+                       std::vector<TokenId>* tokens);
 
 // The command line of `kvserve sim`.
 struct SimOptions {
@@ -64,6 +66,7 @@ struct SimOptions {
   int64_t max_requests = 0;  // replay only the first N requests (0: all)
   int64_t tenants = 1;       // cache salts given round robin (request i: salt i % tenants)
   bool enable_prefix_caching = true;
+  int threads = 0;  // capacities replayed in parallel (0: one per core)
   bool check_invariants = false;  // KvCacheManager::check_invariants() after every event
   std::string format = "text";    // text | json
 };
@@ -104,6 +107,7 @@ struct SimReport {
   std::vector<SimRow> rows;  // one per capacity
   SimRow unbounded;
   double elapsed_s = 0.0;    // wall time of all replays
+  int threads = 1;
 };
 
 // Validates options (user errors -> InvalidArgument), then replays every capacity.

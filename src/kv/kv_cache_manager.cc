@@ -43,7 +43,8 @@ struct KvCacheManager::Impl {
             .block_size = o.block_size,
             .eviction_history_size = o.eviction_history_size > 0
                                          ? o.eviction_history_size
-                                         : std::max<int64_t>(4 * o.num_blocks, 1 << 16)}) {}
+                                         : std::max<int64_t>(4 * o.num_blocks, 1 << 16),
+            .reserve_blocks = o.num_blocks}) {}
 
   Seq& seq(SeqId id) {
     auto it = seqs.find(id);

@@ -76,6 +76,18 @@ RadixCache::RadixCache(const RadixCacheOptions& options)
     : block_size_(options.block_size), history_size_(options.eviction_history_size) {
   KV_CHECK(block_size_ > 0) << "block_size=" << block_size_;
   KV_CHECK(history_size_ >= 0);
+  KV_CHECK(options.reserve_blocks >= 0);
+  if (options.reserve_blocks > 0) {
+    // + a few namespace roots before the vectors have to grow.
+    const size_t n = static_cast<size_t>(options.reserve_blocks) + 16;
+    nodes_.reserve(n);
+    token_arena_.reserve(n * static_cast<size_t>(block_size_));
+    node_of_block_.reserve(static_cast<size_t>(options.reserve_blocks));
+    live_chains_.reserve(static_cast<size_t>(options.reserve_blocks));
+  }
+  const size_t history_buckets = static_cast<size_t>(std::min<int64_t>(history_size_, 1 << 20));
+  evicted_in_ns_.reserve(history_buckets);
+  evicted_any_ns_.reserve(history_buckets);
 }
 
 const RadixCache::Node& RadixCache::get(NodeId id) const {
@@ -97,10 +109,18 @@ RadixCache::NodeId RadixCache::new_node() {
     KV_CHECK(nodes_.size() < static_cast<size_t>(INT32_MAX));
     id = static_cast<NodeId>(nodes_.size());
     nodes_.emplace_back();
+    token_arena_.resize(nodes_.size() * static_cast<size_t>(block_size_));
   }
   nodes_[static_cast<size_t>(id)] = Node();
   nodes_[static_cast<size_t>(id)].live = true;
   return id;
+}
+
+std::span<const TokenId> RadixCache::tokens(NodeId node) const {
+  const Node& n = get(node);
+  KV_CHECK(n.parent != kNoNode) << "tokens() of a namespace root";
+  const size_t bs = static_cast<size_t>(block_size_);
+  return std::span<const TokenId>(token_arena_).subspan(static_cast<size_t>(node) * bs, bs);
 }
 
 RadixCache::NodeId RadixCache::root_of(std::string_view ns) const {
@@ -150,8 +170,8 @@ RadixCache::Match RadixCache::match(std::string_view ns, std::span<const TokenId
       const Node& n = get(cur);
       auto it = n.children.find(key);
       if (it != n.children.end()) {
-        const Node& child = get(it->second);
-        if (std::equal(block.begin(), block.end(), child.tokens.begin())) {
+        const std::span<const TokenId> child = this->tokens(it->second);
+        if (std::equal(block.begin(), block.end(), child.begin())) {
           m.nodes.push_back(it->second);
           cur = it->second;
           continue;
@@ -199,8 +219,8 @@ RadixCache::InsertResult RadixCache::insert(std::string_view ns, NodeId parent,
     const Node& pn = get(p);
     auto it = pn.children.find(key);
     if (it != pn.children.end()) {
-      const Node& child = get(it->second);
-      if (std::equal(block_tokens.begin(), block_tokens.end(), child.tokens.begin())) {
+      const std::span<const TokenId> child = tokens(it->second);
+      if (std::equal(block_tokens.begin(), block_tokens.end(), child.begin())) {
         return {it->second, false};
       }
       return {kNoNode, false};  // a hash collision: leave the block private
@@ -216,7 +236,8 @@ RadixCache::InsertResult RadixCache::insert(std::string_view ns, NodeId parent,
   n.block = block;
   n.key = key;
   n.chain = Combine(pn.chain, key);
-  n.tokens.assign(block_tokens.begin(), block_tokens.end());
+  std::copy(block_tokens.begin(), block_tokens.end(),
+            token_arena_.begin() + static_cast<ptrdiff_t>(id) * block_size_);
   n.last_use = ++clock_;
   pn.children.emplace(key, id);
   Increment(live_chains_, n.chain);
@@ -284,7 +305,7 @@ void RadixCache::remove_leaf(NodeId id) {
   node_of_block_[static_cast<size_t>(n.block)] = kNoNode;
   Node& pn = get(p);
   pn.children.erase(n.key);
-  n = Node();  // live = false; releases the tokens
+  n = Node();  // live = false
   free_nodes_.push_back(id);
   --num_nodes_;
   if (pn.parent == kNoNode) {
@@ -338,8 +359,7 @@ void RadixCache::check_invariants() const {
     ++num_nodes;
     KV_CHECK_GE(n.lock_count, n.child_locks) << "node " << id;
     if (n.lock_count > 0) ++num_locked;
-    KV_CHECK_EQ(static_cast<int64_t>(n.tokens.size()), block_size_);
-    KV_CHECK_EQ(n.key, HashBlockTokens(n.tokens));
+    KV_CHECK_EQ(n.key, HashBlockTokens(tokens(id)));
     KV_CHECK_EQ(n.chain, Combine(get(n.parent).chain, n.key));
     KV_CHECK_EQ(node_of_block(n.block), id) << "block " << n.block;
     KV_CHECK_LE(n.last_use, clock_);

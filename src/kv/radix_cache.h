@@ -42,6 +42,9 @@ struct RadixCacheOptions {
   // Evicted prefixes remembered (FIFO) to tell an "evicted" miss from a "never seen" one.
   // Older evictions read as never seen. 0: remember none.
   int64_t eviction_history_size = 1 << 16;
+  // Nodes to reserve room for up front (address space only: pages are touched as nodes
+  // come); KvCacheManager passes its number of blocks. 0: grow as needed.
+  int64_t reserve_blocks = 0;
 };
 
 // Owns the tree nodes (in a slab addressed by NodeId), the namespace roots, the set of
@@ -111,7 +114,7 @@ class RadixCache {
   NodeId parent(NodeId node) const;  // kNoNode for a first block (child of a namespace root)
   int32_t lock_count(NodeId node) const { return get(node).lock_count; }
   uint64_t last_use(NodeId node) const { return get(node).last_use; }
-  const std::vector<TokenId>& tokens(NodeId node) const { return get(node).tokens; }
+  std::span<const TokenId> tokens(NodeId node) const;
   const std::string& namespace_of(NodeId node) const { return get(get(node).root).ns; }
   // The node holding `block`, or kNoNode.
   NodeId node_of_block(BlockId block) const;
@@ -137,7 +140,6 @@ class RadixCache {
     uint64_t last_use = 0;
     uint64_t key = 0;    // HashBlockTokens(tokens); for a root, the hash of the namespace
     uint64_t chain = 0;  // namespace-free hash of the whole prefix (for miss reasons)
-    std::vector<TokenId> tokens;                  // block_size tokens (roots: none)
     std::unordered_map<uint64_t, NodeId> children;  // by key
     std::string ns;                               // roots only
     bool live = false;
@@ -155,6 +157,9 @@ class RadixCache {
   int64_t block_size_;
   int64_t history_size_;
   std::vector<Node> nodes_;
+  // The tokens of node i at [i * block_size, (i + 1) * block_size) (one allocation for all
+  // nodes instead of one per node; roots leave theirs unused).
+  std::vector<TokenId> token_arena_;
   std::vector<NodeId> free_nodes_;
   std::unordered_map<std::string, NodeId> roots_;
   std::vector<NodeId> node_of_block_;  // indexed by block id; grown on demand

@@ -59,15 +59,28 @@ StatusOr<KvCalibration> CalibrateKvCache(LlamaModel& model, DType dtype,
     KvStorage::ChannelNorm& norm = result.norm;
     norm.k_mean = storage->observed_mean(/*keys=*/true);
     norm.v_mean = storage->observed_mean(/*keys=*/false);
-    norm.k_scale = storage->observed_centered_absmax(true, norm.k_mean);
-    norm.v_scale = storage->observed_centered_absmax(false, norm.v_mean);
-    // A channel that never varied keeps scale 1 (its values are stored as they come).
-    for (auto* scales : {&norm.k_scale, &norm.v_scale}) {
-      for (float& x : *scales) x = x > 1e-12f ? x : 1.0f;
+    const std::vector<float> k_range = storage->observed_centered_absmax(true, norm.k_mean);
+    const std::vector<float> v_range = storage->observed_centered_absmax(false, norm.v_mean);
+    if (fp8) {
+      // Floating formats keep their relative precision at any magnitude, so equalizing
+      // channel ranges gains nothing and a per-channel range (a noisier estimate than a
+      // per-head one) clips more: centering only, per-head scales of the centered values.
+      norm.k_scale.assign(k_range.size(), 1.0f);
+      norm.v_scale.assign(v_range.size(), 1.0f);
+      const size_t hd = static_cast<size_t>(c.head_dim);
+      for (size_t h = 0; h < k_absmax.size(); ++h) {
+        k_absmax[h] = *std::max_element(k_range.begin() + h * hd, k_range.begin() + (h + 1) * hd);
+        v_absmax[h] = *std::max_element(v_range.begin() + h * hd, v_range.begin() + (h + 1) * hd);
+      }
+    } else {
+      // int8 (a scale per token and head, set by the largest channel): equalize the channels.
+      // A channel that never varied keeps range 1.
+      norm.k_scale = k_range;
+      norm.v_scale = v_range;
+      for (auto* ranges : {&norm.k_scale, &norm.v_scale}) {
+        for (float& x : *ranges) x = x > 1e-12f ? x : 1.0f;
+      }
     }
-    // Calibration values now span [-1, 1] in every channel.
-    std::fill(k_absmax.begin(), k_absmax.end(), 1.0f);
-    std::fill(v_absmax.begin(), v_absmax.end(), 1.0f);
   }
   if (fp8) {
     result.scales = Fp8ScalesFromAbsmax(dtype, k_absmax, v_absmax, kFp8CalibrationHeadroom);

@@ -29,9 +29,9 @@ struct KvCalibration {
 
 // Runs `tokens` (split into windows of at most 512 tokens and the model's context) through
 // `model` with an f32 paged cache that observes K and V, and returns, with `normalize`, the
-// per-channel means and centered ranges of K and V (KvStorage::SetChannelNorm: values are
-// stored as (x - mean) / range, so calibration values land in [-1, 1]), and for fp8 the
-// per-head scales of the stored values (source kCalibrated, `detail` saying what was run).
+// channel normalization (KvStorage::SetChannelNorm): per-channel means of K and V, and for
+// int8 also per-channel ranges (values stored as (x - mean) / range); and for fp8 the per-head
+// scales of the stored values (source kCalibrated, `detail` saying what was run).
 // Errors when tokens is empty or dtype is not int8/fp8.
 StatusOr<KvCalibration> CalibrateKvCache(LlamaModel& model, DType dtype,
                                          const std::vector<TokenId>& tokens, ThreadPool* pool,

@@ -121,8 +121,9 @@ Request* Scheduler::choose_victim() const {
   return victim;
 }
 
-int64_t Scheduler::num_new_tokens(const Request& r, int64_t budget_tokens) const {
-  int64_t n = r.num_tokens() - r.num_computed_tokens();
+int64_t Scheduler::num_new_tokens(const Request& r, int64_t num_computed_tokens,
+                                  int64_t budget_tokens) const {
+  int64_t n = r.num_tokens() - num_computed_tokens;
   KV_CHECK_GE(n, 1) << "request " << r.id() << " has nothing to compute";
   if (config_.enable_chunked_prefill) {
     if (config_.long_prefill_token_threshold > 0) {
@@ -174,9 +175,9 @@ SchedulerOutput Scheduler::schedule() {
   for (Request* r : order) {
     if (budget_tokens == 0) break;
     if (r->status_ != RequestStatus::kRunning) continue;  // preempted earlier in this step
-    const int64_t n = num_new_tokens(*r, budget_tokens);
-    if (n == 0) continue;
     const int64_t start = r->num_computed_tokens();
+    const int64_t n = num_new_tokens(*r, start, budget_tokens);
+    if (n == 0) continue;
     bool allocated = false;
     while (true) {
       if (kv_->allocate_slots(r->id(), start + n)) {
@@ -201,26 +202,22 @@ SchedulerOutput Scheduler::schedule() {
     const PrefixMatch match = kv_->match(r->cache_namespace(), r->all_token_ids());
     KV_CHECK(match.num_cached_tokens >= 0 && match.num_cached_tokens < r->num_tokens())
         << "prefix match of " << match.num_cached_tokens << " tokens for " << r->num_tokens();
-    r->num_computed_tokens_ = match.num_cached_tokens;
-    const int64_t n = num_new_tokens(*r, budget_tokens);
-    if (n == 0) {  // does not fit the budget left (no chunked prefill): wait for a later step
-      r->num_computed_tokens_ = 0;
-      break;
-    }
+    const int64_t start = match.num_cached_tokens;
+    const int64_t n = num_new_tokens(*r, start, budget_tokens);
+    // Wait for a later step if the prompt does not fit the budget left (no chunked prefill)
+    // or the blocks do not suffice; nobody behind it overtakes.
+    if (n == 0 || !kv_->can_start(match, start + n)) break;
     kv_->start_sequence(r->id(), r->cache_namespace(), match);
-    if (!kv_->allocate_slots(r->id(), match.num_cached_tokens + n)) {
-      kv_->free(r->id());
-      r->num_computed_tokens_ = 0;
-      break;
-    }
+    KV_CHECK(kv_->allocate_slots(r->id(), start + n))
+        << "can_start promised room for request " << r->id();
     waiting_.pop_front();
     if (r->status_ == RequestStatus::kWaiting) {
       r->num_cached_prompt_tokens_ = std::min(match.num_cached_tokens, r->num_prompt_tokens());
     }
     r->status_ = RequestStatus::kRunning;
-    r->num_cached_tokens_ = match.num_cached_tokens;
+    r->num_computed_tokens_ = start;
+    r->num_cached_tokens_ = start;
     running_.push_back(r);
-    const int64_t start = match.num_cached_tokens;
     out.seqs.push_back({r->id(), start, n, start + n == r->num_tokens()});
     out.num_scheduled_tokens += n;
     budget_tokens -= n;

@@ -154,8 +154,9 @@ class Scheduler {
  private:
   Scheduler(const SchedulerConfig& config, KvCacheManager* kv);
 
-  // Tokens to give `r` now out of `budget_tokens` (0: none).
-  int64_t num_new_tokens(const Request& r, int64_t budget_tokens) const;
+  // Tokens to give `r`, which has num_computed_tokens, out of `budget_tokens` (0: none).
+  int64_t num_new_tokens(const Request& r, int64_t num_computed_tokens,
+                         int64_t budget_tokens) const;
   // Sort key: lower runs first, higher is preempted first.
   bool runs_before(const Request& a, const Request& b) const;
   void insert_waiting(Request* r);
