@@ -10,11 +10,9 @@
 //   kv_GBps   bytes of K and V (plus int8 slot scales / fp8 head scales) read per second
 //   kernels_bench --benchmark_filter='PagedDecode' --benchmark_min_time=0.1
 #include <benchmark/benchmark.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -177,9 +175,7 @@ const AttnGeometry kAttnGeometries[] = {
 // One layer's paged KV for one sequence (the last one built is kept: registrations for the
 // same geometry, dtype and context run back to back).
 struct PagedKvData {
-  // [num_blocks, 16, num_kv_heads, head_dim]; 2 MiB aligned, transparent huge pages asked for
-  // unless KVSERVE_BENCH_NO_HUGEPAGES is set.
-  std::unique_ptr<uint8_t, decltype(&std::free)> k{nullptr, &std::free}, v{nullptr, &std::free};
+  std::vector<uint8_t> k, v;                  // [num_blocks, 16, num_kv_heads, head_dim]
   std::vector<float> head_scales;             // fp8: [num_kv_heads]
   std::vector<float> token_scales;            // int8: [num_blocks * 16, num_kv_heads]
   std::vector<int32_t> block_table;
@@ -215,15 +211,10 @@ const PagedKvData& PagedData(const AttnGeometry& geo, DType dtype, int64_t conte
       default: QuantizeRow(dtype, &x, dst, 1);
     }
   }
-  constexpr size_t kHuge = size_t{2} << 20;
-  const size_t bytes = (static_cast<size_t>(values * value_bytes) + kHuge - 1) / kHuge * kHuge;
   for (auto* buf : {&data->k, &data->v}) {
-    buf->reset(static_cast<uint8_t*>(std::aligned_alloc(kHuge, bytes)));
-    if (std::getenv("KVSERVE_BENCH_NO_HUGEPAGES") == nullptr) {
-      madvise(buf->get(), bytes, MADV_HUGEPAGE);
-    }
+    buf->resize(values * value_bytes);
     for (int64_t off = 0; off < values * value_bytes; off += kPool * value_bytes) {
-      std::memcpy(buf->get() + off, pool.data(),
+      std::memcpy(buf->data() + off, pool.data(),
                   std::min<int64_t>(kPool * value_bytes, values * value_bytes - off));
     }
   }
@@ -235,8 +226,8 @@ const PagedKvData& PagedData(const AttnGeometry& geo, DType dtype, int64_t conte
   kv.block_size = kBlockSize;
   kv.num_kv_heads = geo.num_kv_heads;
   kv.head_dim = geo.head_dim;
-  kv.k = data->k.get();
-  kv.v = data->v.get();
+  kv.k = data->k.data();
+  kv.v = data->v.data();
   data->bytes_read = 2 * context * geo.num_kv_heads * geo.head_dim * value_bytes;
   if (dtype == DType::kFp8E4M3 || dtype == DType::kFp8E5M2) {
     data->head_scales.assign(geo.num_kv_heads, 0.01f);

@@ -66,7 +66,9 @@ int64_t& MissRef(KvCacheManagerStats& s, PrefixMissReason r) {
   return s.miss_tokens[static_cast<int>(r)];
 }
 
-double Ratio(int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; }
+double Ratio(int64_t a, int64_t b) {
+  return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
+}
 
 Status ValidateOptions(const SimOptions& o) {
   if (o.block_tokens < 1 || o.block_tokens > (1 << 20)) {
@@ -137,7 +139,9 @@ StatusOr<std::vector<TraceRequest>> ParseMooncakeTrace(std::string_view text,
       } else {
         return error(std::string("\"") + name + "\" is not a number");
       }
-      if (*value < min) return error(std::string("\"") + name + "\" is below " + std::to_string(min));
+      if (*value < min) {
+        return error(std::string("\"") + name + "\" is below " + std::to_string(min));
+      }
       return OkStatus();
     };
     TraceRequest r;
@@ -155,8 +159,7 @@ StatusOr<std::vector<TraceRequest>> ParseMooncakeTrace(std::string_view text,
         return error("hash ids must be non-negative integers");
       }
       if (id.get<int64_t>() > max_id) {
-        return error(Printf("hash id %lld too large for int32 token ids at %lld tokens per hash "
-                            "block",
+        return error(Printf("hash id %lld too large for int32 token ids at %lld tokens per hash block",
                             static_cast<long long>(id.get<int64_t>()),
                             static_cast<long long>(hash_block_tokens)));
       }
@@ -203,8 +206,8 @@ std::vector<TokenId> TracePromptTokens(const TraceRequest& r, int64_t hash_block
   return t;
 }
 
-StatusOr<SimRow> SimulateCapacity(const std::vector<TraceRequest>& trace,
-                                  const SimOptions& o, int64_t capacity_blocks) {
+StatusOr<SimRow> SimulateCapacity(const std::vector<TraceRequest>& trace, const SimOptions& o,
+                                  int64_t capacity_blocks) {
   KV_RETURN_IF_ERROR(ValidateOptions(o));
   if (capacity_blocks < 1 || capacity_blocks > kMaxCapacityBlocks) {
     return InvalidArgumentError("capacity out of range");
@@ -248,8 +251,8 @@ StatusOr<SimRow> SimulateCapacity(const std::vector<TraceRequest>& trace,
       }
       // Cheap necessary condition first: even a hit on every cacheable block leaves this many
       // blocks to allocate.
-      if ((total_tokens + bs - 1) / bs - (r.input_tokens - 1) / bs > kv.stats().blocks_free +
-                                                                     kv.stats().blocks_cached) {
+      if ((total_tokens + bs - 1) / bs - (r.input_tokens - 1) / bs >
+          kv.stats().blocks_free + kv.stats().blocks_cached) {
         head_blocked = true;
         return;
       }
@@ -364,9 +367,9 @@ StatusOr<SimReport> RunSim(const std::vector<TraceRequest>& full_trace, const Si
   rep.options = o;
   std::vector<TraceRequest> trace(
       full_trace.begin(),
-      full_trace.begin() + static_cast<long>(o.max_requests > 0
-                                                 ? std::min<size_t>(full_trace.size(), o.max_requests)
-                                                 : full_trace.size()));
+      full_trace.begin() +
+          static_cast<long>(o.max_requests > 0 ? std::min<size_t>(full_trace.size(), o.max_requests)
+                                               : full_trace.size()));
   if (rep.options.capacities_blocks.empty()) {
     for (int64_t c : kDefaultSweep512) {
       rep.options.capacities_blocks.push_back(std::max<int64_t>(1, c * 512 / o.block_tokens));
@@ -426,37 +429,38 @@ std::string Percent(double f) { return Printf("%.2f%%", 100.0 * f); }
 std::string FormatSimText(const SimReport& rep) {
   const SimOptions& o = rep.options;
   std::string out;
-  out += Printf("trace %s: %lld requests, %lld prompt tokens (mean %.0f), %lld hash blocks of %lld "
-                "tokens (%lld distinct)\n",
-                rep.trace_name.c_str(), static_cast<long long>(rep.num_requests),
-                static_cast<long long>(rep.num_prompt_tokens),
-                Ratio(rep.num_prompt_tokens, rep.num_requests),
-                static_cast<long long>(rep.num_hash_blocks),
-                static_cast<long long>(o.hash_block_tokens),
-                static_cast<long long>(rep.num_distinct_hash_ids));
-  out += Printf("cache: %lld-token blocks, prefix caching %s%s; per request: prefill %.0f tok/s "
-                "(uncached), decode %.0f tok/s; at most %lld sequences\n\n",
-                static_cast<long long>(o.block_tokens), o.enable_prefix_caching ? "on" : "off",
-                o.tenants > 1 ? Printf(", %lld tenants (salts)", static_cast<long long>(o.tenants)).c_str() : "",
-                o.prefill_tokens_per_s, o.decode_tokens_per_s,
-                static_cast<long long>(o.max_num_seqs));
-  out += Printf("%10s %12s %8s %8s %10s | %-38s | %7s %8s %8s\n", "capacity", "capacity",
-                "hit", "hit", "evicted", "   missed prompt tokens, % of prompt", "delayed",
-                "mean", "peak");
-  out += Printf("%10s %12s %8s %8s %10s | %7s %7s %7s %7s %7s | %7s %8s %8s\n", "blocks",
-                "tokens", "tokens", "blocks", "blocks", "evict", "never", "other", "partial",
-                "last", "reqs", "wait_s", "in_use");
+  out += Printf(
+      "trace %s: %lld requests, %lld prompt tokens (mean %.0f), %lld hash blocks of %lld "
+      "tokens (%lld distinct)\n",
+      rep.trace_name.c_str(), static_cast<long long>(rep.num_requests),
+      static_cast<long long>(rep.num_prompt_tokens), Ratio(rep.num_prompt_tokens, rep.num_requests),
+      static_cast<long long>(rep.num_hash_blocks), static_cast<long long>(o.hash_block_tokens),
+      static_cast<long long>(rep.num_distinct_hash_ids));
+  out += Printf(
+      "cache: %lld-token blocks, prefix caching %s%s; per request: prefill %.0f tok/s "
+      "(uncached), decode %.0f tok/s; at most %lld sequences\n\n",
+      static_cast<long long>(o.block_tokens), o.enable_prefix_caching ? "on" : "off",
+      o.tenants > 1 ? Printf(", %lld tenants (salts)", static_cast<long long>(o.tenants)).c_str()
+                    : "",
+      o.prefill_tokens_per_s, o.decode_tokens_per_s, static_cast<long long>(o.max_num_seqs));
+  out +=
+      Printf("%10s %12s %8s %8s %10s | %-38s | %7s %8s %8s\n", "capacity", "capacity", "hit", "hit",
+             "evicted", "   missed prompt tokens, % of prompt", "delayed", "mean", "peak");
+  out += Printf("%10s %12s %8s %8s %10s | %7s %7s %7s %7s %7s | %7s %8s %8s\n", "blocks", "tokens",
+                "tokens", "blocks", "blocks", "evict", "never", "other", "partial", "last", "reqs",
+                "wait_s", "in_use");
   auto line = [&](const SimRow& r) {
     const bool unbounded = r.capacity_blocks < 0;
     std::string s = unbounded ? Printf("%10s %12s", "unbounded", "-")
                               : Printf("%10lld %12lld", static_cast<long long>(r.capacity_blocks),
                                        static_cast<long long>(r.capacity_blocks * o.block_tokens));
-    s += Printf(" %8s %8s", Percent(r.token_hit_rate()).c_str(), Percent(r.block_hit_rate()).c_str());
+    s += Printf(" %8s %8s", Percent(r.token_hit_rate()).c_str(),
+                Percent(r.block_hit_rate()).c_str());
     s += unbounded ? Printf(" %10s |", "-")
                    : Printf(" %10lld |", static_cast<long long>(r.stats.evicted_blocks));
     for (PrefixMissReason reason : kReasonColumns) {
       s += Printf(" %6.2f%%", 100.0 * Ratio(r.stats.miss_tokens[static_cast<int>(reason)],
-                                             r.stats.prefix_queries_tokens));
+                                            r.stats.prefix_queries_tokens));
     }
     if (unbounded) {
       s += Printf(" | %7s %8s %8s\n", "-", "-", "-");
@@ -474,9 +478,9 @@ std::string FormatSimText(const SimReport& rep) {
     out += Printf("\n%lld requests larger than a whole cache were skipped (summed over rows)\n",
                   static_cast<long long>(rejected));
   }
-  out += Printf("\nreplayed %lld requests x %zu capacities in %.2f s (%d threads)\n",
-                static_cast<long long>(rep.num_requests), rep.rows.size(), rep.elapsed_s,
-                rep.threads);
+  out +=
+      Printf("\nreplayed %lld requests x %zu capacities in %.2f s (%d threads)\n",
+             static_cast<long long>(rep.num_requests), rep.rows.size(), rep.elapsed_s, rep.threads);
   return out;
 }
 
@@ -585,8 +589,8 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--threads", opts->threads,
                   "Capacities replayed in parallel (0: one thread per core)")
       ->capture_default_str();
-  cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching",
-                opts->enable_prefix_caching, "Reuse cached prefix blocks (default: on)");
+  cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", opts->enable_prefix_caching,
+                "Reuse cached prefix blocks (default: on)");
   cmd->add_option("--format,--output-format", opts->format, "text or json")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();

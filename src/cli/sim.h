@@ -19,12 +19,11 @@
 // Plain functions; no state beyond a call.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "base/status.h"
 #include "kv/kv_cache_manager.h"
@@ -66,7 +65,7 @@ struct SimOptions {
   int64_t max_requests = 0;  // replay only the first N requests (0: all)
   int64_t tenants = 1;       // cache salts given round robin (request i: salt i % tenants)
   bool enable_prefix_caching = true;
-  int threads = 0;  // capacities replayed in parallel (0: one per core)
+  int threads = 0;                // capacities replayed in parallel (0: one per core)
   bool check_invariants = false;  // KvCacheManager::check_invariants() after every event
   std::string format = "text";    // text | json
 };
@@ -80,7 +79,7 @@ struct SimRow {
   int64_t num_delayed = 0;       // waited for memory or a sequence slot
   double mean_wait_s = 0.0;      // arrival to admission, over admitted requests
   double max_wait_s = 0.0;
-  double end_s = 0.0;            // simulated time when the last request finished
+  double end_s = 0.0;  // simulated time when the last request finished
   int64_t peak_blocks_in_use = 0;
 
   double token_hit_rate() const;  // prefix_hits_tokens / prefix_queries_tokens (0 if none)
@@ -88,8 +87,8 @@ struct SimRow {
 };
 
 // Replays `trace` through a KvCacheManager of `capacity_blocks` blocks.
-StatusOr<SimRow> SimulateCapacity(const std::vector<TraceRequest>& trace,
-                                  const SimOptions& options, int64_t capacity_blocks);
+StatusOr<SimRow> SimulateCapacity(const std::vector<TraceRequest>& trace, const SimOptions& options,
+                                  int64_t capacity_blocks);
 
 // What a cache that never evicts would serve under the same admission order (FCFS keeps the
 // arrival order, so it does not depend on timing): a prompt block hits when an earlier
@@ -106,7 +105,7 @@ struct SimReport {
   int64_t num_distinct_hash_ids = 0;
   std::vector<SimRow> rows;  // one per capacity
   SimRow unbounded;
-  double elapsed_s = 0.0;    // wall time of all replays
+  double elapsed_s = 0.0;  // wall time of all replays
   int threads = 1;
 };
 

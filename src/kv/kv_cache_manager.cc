@@ -97,8 +97,7 @@ PrefixMatch KvCacheManager::match(const std::string& cache_namespace,
   m.blocks.reserve(static_cast<size_t>(k));
   for (int64_t i = 0; i < k; ++i) m.blocks.push_back(impl_->tree.block(rm.nodes[i]));
   m.num_cached_tokens = k * bs;
-  m.miss_tokens[static_cast<int>(PrefixMissReason::kLastTokenRecomputed)] +=
-      (num_matched - k) * bs;
+  m.miss_tokens[static_cast<int>(PrefixMissReason::kLastTokenRecomputed)] += (num_matched - k) * bs;
   for (PrefixMissReason r : rm.misses) m.miss_tokens[static_cast<int>(r)] += bs;
   m.miss_tokens[static_cast<int>(PrefixMissReason::kPartialBlock)] += num_tokens % bs;
   return m;
@@ -107,8 +106,8 @@ PrefixMatch KvCacheManager::match(const std::string& cache_namespace,
 bool KvCacheManager::can_start(const PrefixMatch& match, int64_t num_tokens) const {
   const BlockPool& pool = impl_->pool;
   const int64_t bs = block_size();
-  const int64_t need = std::max<int64_t>(
-      0, (num_tokens + bs - 1) / bs - static_cast<int64_t>(match.blocks.size()));
+  const int64_t need =
+      std::max<int64_t>(0, (num_tokens + bs - 1) / bs - static_cast<int64_t>(match.blocks.size()));
   int64_t revived = 0;
   for (BlockId b : match.blocks) revived += pool.ref_count(b) == 0;
   return need <= pool.num_available() - revived;
@@ -205,8 +204,8 @@ void KvCacheManager::commit(SeqId id, const std::vector<TokenId>& tokens, int64_
     const size_t j = s.path.size();
     const RadixCache::NodeId parent = s.path.empty() ? RadixCache::kNoNode : s.path.back();
     const BlockId b = s.table.block_ids()[j];
-    const RadixCache::InsertResult res =
-        im.tree.insert(s.ns, parent, all.subspan(j * static_cast<size_t>(bs), static_cast<size_t>(bs)), b);
+    const RadixCache::InsertResult res = im.tree.insert(
+        s.ns, parent, all.subspan(j * static_cast<size_t>(bs), static_cast<size_t>(bs)), b);
     if (res.node == RadixCache::kNoNode) {  // hash collision with other tokens
       s.insert_blocked = true;
       return;

@@ -90,9 +90,9 @@ TEST(KvCacheManagerTest, SharedPrefixHitWithExactBlockIds) {
 TEST(KvCacheManagerTest, EvictsLeastRecentlyUsedLeavesWhenThePoolRunsShort) {
   KvCacheManager kv({.num_blocks = 4, .block_size = 2});
   Admit(kv, 1, "m", {1, 2, 3, 4, 5});  // blocks 0 (1 2), 1 (3 4), 2 (5)
-  Free(kv, 1);                          // 2 free; 1 then 0 released (leaf first)
-  Admit(kv, 2, "m", {7, 8, 9});         // blocks 2 (7 8), 3 (9)
-  Free(kv, 2);                          // 3 free; 2 cached
+  Free(kv, 1);                         // 2 free; 1 then 0 released (leaf first)
+  Admit(kv, 2, "m", {7, 8, 9});        // blocks 2 (7 8), 3 (9)
+  Free(kv, 2);                         // 3 free; 2 cached
   EXPECT_EQ(kv.stats().blocks_cached, 3);
   EXPECT_EQ(kv.stats().blocks_free, 1);
 
@@ -227,7 +227,7 @@ TEST(KvCacheManagerTest, ConcurrentDuplicatesKeepTheTreeBlock) {
   kv.commit(2, p, 5);
   kv.check_invariants();
   EXPECT_THAT(kv.block_table(2).block_ids(), ElementsAre(3, 4, 5));  // its own copies
-  EXPECT_EQ(kv.radix_cache().num_nodes(), 2);                          // blocks 0 and 1
+  EXPECT_EQ(kv.radix_cache().num_nodes(), 2);                        // blocks 0 and 1
   Free(kv, 1);
   // Sequence 2 still protects the tree's blocks 0 and 1 (extra references).
   EXPECT_EQ(kv.stats().blocks_in_use, 5);
@@ -320,7 +320,8 @@ TEST(KvCacheManagerTest, RandomWorkloadKeepsInvariantsAndServesCorrectKv) {
         Live l;
         const auto& doc = documents[rng() % documents.size()];
         l.tokens.assign(doc.begin(), doc.begin() + 1 + static_cast<long>(rng() % doc.size()));
-        for (int i = static_cast<int>(rng() % 4); i > 0; --i) l.tokens.push_back(4 + static_cast<TokenId>(rng() % 3));
+        for (int i = static_cast<int>(rng() % 4); i > 0; --i)
+          l.tokens.push_back(4 + static_cast<TokenId>(rng() % 3));
         l.ns = rng() % 4 == 0 ? "m|salt" : "m";
         const PrefixMatch m = kv.match(l.ns, l.tokens);
         const int64_t n = static_cast<int64_t>(l.tokens.size());
@@ -357,13 +358,15 @@ TEST(KvCacheManagerTest, RandomWorkloadKeepsInvariantsAndServesCorrectKv) {
         if (l.computed == l.target) continue;
         const int64_t chunk = 1 + static_cast<int64_t>(rng() % 7);
         const int64_t upto = std::min(l.target, l.computed + chunk);
-        while (static_cast<int64_t>(l.tokens.size()) < upto) l.tokens.push_back(7 + static_cast<TokenId>(rng() % 2));
+        while (static_cast<int64_t>(l.tokens.size()) < upto)
+          l.tokens.push_back(7 + static_cast<TokenId>(rng() % 2));
         if (!kv.allocate_slots(it->first, upto)) {
           kv.free(it->first);  // preempted
           live.erase(it);
         } else {
           const BlockTable& t = kv.block_table(it->first);
-          for (int64_t p = l.computed; p < upto; ++p) kv_slots[static_cast<size_t>(t.slot(p))] = l.tokens[p];
+          for (int64_t p = l.computed; p < upto; ++p)
+            kv_slots[static_cast<size_t>(t.slot(p))] = l.tokens[p];
           kv.commit(it->first, l.tokens, upto);
           l.computed = upto;
         }

@@ -48,11 +48,16 @@ void Decrement(std::unordered_map<uint64_t, int32_t>& m, uint64_t k) {
 
 const char* PrefixMissReasonName(PrefixMissReason reason) {
   switch (reason) {
-    case PrefixMissReason::kNeverSeen: return "never_seen";
-    case PrefixMissReason::kEvicted: return "evicted";
-    case PrefixMissReason::kOtherNamespace: return "other_namespace";
-    case PrefixMissReason::kPartialBlock: return "partial_block";
-    case PrefixMissReason::kLastTokenRecomputed: return "last_token";
+    case PrefixMissReason::kNeverSeen:
+      return "never_seen";
+    case PrefixMissReason::kEvicted:
+      return "evicted";
+    case PrefixMissReason::kOtherNamespace:
+      return "other_namespace";
+    case PrefixMissReason::kPartialBlock:
+      return "partial_block";
+    case PrefixMissReason::kLastTokenRecomputed:
+      return "last_token";
   }
   return "?";
 }
@@ -195,8 +200,7 @@ PrefixMissReason RadixCache::miss_reason(uint64_t ns_key, uint64_t chain) const 
 }
 
 RadixCache::InsertResult RadixCache::insert(std::string_view ns, NodeId parent,
-                                            std::span<const TokenId> block_tokens,
-                                            BlockId block) {
+                                            std::span<const TokenId> block_tokens, BlockId block) {
   KV_CHECK_EQ(static_cast<int64_t>(block_tokens.size()), block_size_);
   KV_CHECK(block >= 0) << "block=" << block;
   NodeId p = parent;
@@ -270,9 +274,8 @@ void RadixCache::lock(NodeId node) {
 void RadixCache::unlock(NodeId node) {
   Node& n = get(node);
   KV_CHECK(n.parent != kNoNode) << "unlock of a namespace root";
-  KV_CHECK(n.lock_count > n.child_locks)
-      << "unlock of node " << node << " (lock " << n.lock_count << ") while its children hold "
-      << n.child_locks;
+  KV_CHECK(n.lock_count > n.child_locks) << "unlock of node " << node << " (lock " << n.lock_count
+                                         << ") while its children hold " << n.child_locks;
   --n.lock_count;
   --get(n.parent).child_locks;
   n.last_use = ++clock_;

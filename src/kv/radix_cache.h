@@ -141,7 +141,7 @@ class RadixCache {
     uint64_t key = 0;    // HashBlockTokens(tokens); for a root, the hash of the namespace
     uint64_t chain = 0;  // namespace-free hash of the whole prefix (for miss reasons)
     std::unordered_map<uint64_t, NodeId> children;  // by key
-    std::string ns;                               // roots only
+    std::string ns;                                 // roots only
     bool live = false;
   };
 
@@ -162,8 +162,8 @@ class RadixCache {
   std::vector<TokenId> token_arena_;
   std::vector<NodeId> free_nodes_;
   std::unordered_map<std::string, NodeId> roots_;
-  std::vector<NodeId> node_of_block_;  // indexed by block id; grown on demand
-  std::set<std::pair<uint64_t, NodeId>> evictable_;  // (last_use, node) of unlocked leaves
+  std::vector<NodeId> node_of_block_;                  // indexed by block id; grown on demand
+  std::set<std::pair<uint64_t, NodeId>> evictable_;    // (last_use, node) of unlocked leaves
   std::unordered_map<uint64_t, int32_t> live_chains_;  // chain -> nodes (all namespaces)
   // Eviction history: FIFO of (namespace-keyed chain, chain), with counts for lookup.
   std::deque<std::pair<uint64_t, uint64_t>> history_;

@@ -26,8 +26,8 @@ std::vector<NodeId> InsertPath(RadixCache& tree, const std::string& ns,
   std::vector<NodeId> path;
   NodeId parent = kNoNode;
   for (size_t j = 0; j < tokens.size() / bs; ++j) {
-    const auto r = tree.insert(ns, parent, std::span<const TokenId>(tokens).subspan(j * bs, bs),
-                               blocks[j]);
+    const auto r =
+        tree.insert(ns, parent, std::span<const TokenId>(tokens).subspan(j * bs, bs), blocks[j]);
     EXPECT_NE(r.node, kNoNode);
     path.push_back(r.node);
     parent = r.node;
@@ -231,17 +231,14 @@ TEST(RadixCacheTest, RandomOperationsMatchBruteForce) {
       return t;
     };
     auto prefix_key = [&](const std::string& ns, const std::vector<TokenId>& t, size_t nb) {
-      return Key{ns, std::vector<TokenId>(t.begin(), t.begin() + static_cast<long>(nb) * block_size)};
+      return Key{ns,
+                 std::vector<TokenId>(t.begin(), t.begin() + static_cast<long>(nb) * block_size)};
     };
-    auto is_leaf = [&](const Key& k) {
-      for (const auto& [other, e] : model) {
-        if (other.first == k.first && other.second.size() == k.second.size() + block_size &&
-            std::equal(k.second.begin(), k.second.end(), other.second.begin())) {
-          return false;
-        }
-      }
-      return true;
+    std::map<Key, int> num_children;  // model: cached one-block extensions of each prefix
+    auto parent_key = [&](const Key& k) {
+      return Key{k.first, std::vector<TokenId>(k.second.begin(), k.second.end() - block_size)};
     };
+    auto is_leaf = [&](const Key& k) { return num_children[k] == 0; };
 
     for (int step = 0; step < 3000; ++step) {
       const std::string& ns = namespaces[rng() % namespaces.size()];
@@ -272,6 +269,7 @@ TEST(RadixCacheTest, RandomOperationsMatchBruteForce) {
           if (r.inserted) {
             e.block = next_block++;
             e.last_use = ++clock;
+            if (j > 0) ++num_children[parent_key(prefix_key(ns, t, j + 1))];
           }
           if (lock) {
             tree.lock(r.node);
@@ -305,12 +303,16 @@ TEST(RadixCacheTest, RandomOperationsMatchBruteForce) {
         for (int64_t i = 0; i < n; ++i) {
           const Key* best = nullptr;
           for (const auto& [k, e] : model) {
-            if (e.locks == 0 && is_leaf(k) && (best == nullptr || e.last_use < model.at(*best).last_use)) {
+            if (e.locks == 0 && is_leaf(k) &&
+                (best == nullptr || e.last_use < model.at(*best).last_use)) {
               best = &k;
             }
           }
           if (best == nullptr) break;
           expect.push_back(model.at(*best).block);
+          if (best->second.size() > static_cast<size_t>(block_size))
+            --num_children[parent_key(*best)];
+          num_children.erase(*best);
           model.erase(*best);
         }
         ASSERT_EQ(got, expect) << "step " << step;

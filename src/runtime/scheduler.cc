@@ -34,8 +34,9 @@ Status SchedulerConfig::Validate() const {
     return InvalidArgumentError("max_num_seqs must be >= 1, got " + Num(max_num_seqs));
   }
   if (max_model_len < 2) {
-    return InvalidArgumentError("max_model_len must be >= 2 (one prompt and one output token), got " +
-                                Num(max_model_len));
+    return InvalidArgumentError(
+        "max_model_len must be >= 2 (one prompt and one output token), got " +
+        Num(max_model_len));
   }
   if (long_prefill_token_threshold < 0) {
     return InvalidArgumentError("long_prefill_token_threshold must be >= 0, got " +

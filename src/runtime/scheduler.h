@@ -105,7 +105,8 @@ struct SchedulerStats {
 //     blocks return (what the prefix cache holds stays cached), its output is kept, and it
 //     waits again ahead of younger requests; its prefix-cache lookup then covers its output.
 //  2. If nobody was preempted, waiting requests in order (FCFS or priority) while the budget,
-//     max_num_seqs and the blocks last: prefix-cache match, start_sequence, allocate_slots.
+//     max_num_seqs and the blocks last: prefix-cache match, can_start (a request that does not
+//     fit changes nothing and waits), start_sequence, allocate_slots.
 //     Without chunked prefill a request whose uncached tokens exceed the budget left waits
 //     (and so does everyone behind it: no overtaking).
 //

@@ -122,7 +122,8 @@ class Harness {
     std::vector<SeqId> decodes;
     for (SeqId id : live_) {
       const Request* r = scheduler_->request(id);
-      if (r->status() == RequestStatus::kRunning && r->num_tokens() - r->num_computed_tokens() == 1) {
+      if (r->status() == RequestStatus::kRunning &&
+          r->num_tokens() - r->num_computed_tokens() == 1) {
         decodes.push_back(id);
       }
     }
@@ -373,7 +374,8 @@ TEST(SchedulerTest, SingleRequestPrefillsThenDecodesToMaxTokens) {
 }
 
 // Finds a request id whose fake output hits `token` at output index `index` at the earliest.
-SeqId IdWhoseOutputStartsWith(const Scenario& s, int64_t prompt_len, TokenId token, int64_t* index) {
+SeqId IdWhoseOutputStartsWith(const Scenario& s, int64_t prompt_len, TokenId token,
+                              int64_t* index) {
   for (SeqId id = 1; id < 100000; ++id) {
     for (int64_t i = 0; i < 6; ++i) {
       if (FakeModelRunner::token_for(id, prompt_len + i, s.runner) == token) {
@@ -535,7 +537,8 @@ TEST(SchedulerTest, ChunkedPrefillSplitsLongPromptWithoutStallingDecodes) {
     EXPECT_EQ(Find(out, 2)->num_new_tokens, 1);
     const ScheduledSeq* long_prompt = Find(out, 3);
     ASSERT_NE(long_prompt, nullptr);
-    EXPECT_EQ(long_prompt->samples, long_prompt->num_computed_tokens + long_prompt->num_new_tokens == 100);
+    EXPECT_EQ(long_prompt->samples,
+              long_prompt->num_computed_tokens + long_prompt->num_new_tokens == 100);
     chunks.push_back(long_prompt->num_new_tokens);
     EXPECT_EQ(out.num_scheduled_tokens, 2 + chunks.back());
   }
@@ -828,10 +831,12 @@ Workload RandomWorkload(uint64_t seed) {
   c.max_num_seqs = uniform(1, 8);
   c.enable_chunked_prefill = uniform(0, 3) != 0;
   if (c.enable_chunked_prefill) {
-    c.max_num_batched_tokens = uniform(c.max_num_seqs, std::max<int64_t>(c.max_num_seqs, 2 * c.max_model_len));
+    c.max_num_batched_tokens =
+        uniform(c.max_num_seqs, std::max<int64_t>(c.max_num_seqs, 2 * c.max_model_len));
     c.long_prefill_token_threshold = uniform(0, 1) ? 0 : uniform(1, 32);
   } else {
-    c.max_num_batched_tokens = uniform(std::max(c.max_model_len, c.max_num_seqs), 2 * c.max_model_len);
+    c.max_num_batched_tokens =
+        uniform(std::max(c.max_model_len, c.max_num_seqs), 2 * c.max_model_len);
   }
   c.policy = uniform(0, 1) ? SchedulingPolicy::kFcfs : SchedulingPolicy::kPriority;
   c.model_namespace = "m";
@@ -859,7 +864,9 @@ Workload RandomWorkload(uint64_t seed) {
       const auto& p = prefixes[static_cast<size_t>(uniform(0, 2))];
       prompt.assign(p.begin(), p.begin() + std::min<int64_t>(len, static_cast<int64_t>(p.size())));
     }
-    while (static_cast<int64_t>(prompt.size()) < len) prompt.push_back(static_cast<TokenId>(uniform(10, 999)));
+    while (static_cast<int64_t>(prompt.size()) < len) {
+      prompt.push_back(static_cast<TokenId>(uniform(10, 999)));
+    }
     item.input = Input(prompt, uniform(1, c.max_model_len));
     item.input.ignore_eos = uniform(0, 3) == 0;
     if (uniform(0, 4) == 0) item.input.stop_token_ids = {static_cast<TokenId>(uniform(3, 30))};
@@ -924,8 +931,9 @@ TEST(SchedulerPropertyTest, ChunkedEqualsUnchunked) {
     for (int chunked = 0; chunked < 2; ++chunked) {
       Scenario s = w.setup;
       s.config.enable_chunked_prefill = chunked == 1;
-      s.config.max_num_batched_tokens = chunked ? std::max<int64_t>(s.config.max_num_seqs, 5)
-                                                : std::max(s.config.max_model_len, s.config.max_num_seqs);
+      s.config.max_num_batched_tokens =
+          chunked ? std::max<int64_t>(s.config.max_num_seqs, 5)
+                  : std::max(s.config.max_model_len, s.config.max_num_seqs);
       s.config.long_prefill_token_threshold = chunked ? 3 : 0;
       Harness h(s);
       for (const auto& item : w.items) ASSERT_TRUE(h.add(item.id, item.input).ok());

@@ -1,0 +1,368 @@
+// Tests of `kvserve sim`: trace parsing, prompt tokens, exact replays of small traces, the
+// replay through KvCacheManager against the analytic unbounded count, and the binary.
+#include "cli/sim.h"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace kvserve::cli {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using R = PrefixMissReason;
+
+const std::string kTrace =
+    std::string(KVSERVE_ASSETS_DIR) + "/traces/mooncake/conversation_trace.jsonl";
+
+int64_t Miss(const SimRow& r, R reason) { return r.stats.miss_tokens[static_cast<int>(reason)]; }
+
+TraceRequest Req(int64_t ts, int64_t in, int64_t out, std::vector<int64_t> ids) {
+  return TraceRequest{ts, in, out, std::move(ids)};
+}
+
+// Multi-turn conversations: every request starts with the shared id 0 (a system prompt);
+// a turn extends an earlier turn of its conversation by a few new ids.
+std::vector<TraceRequest> SyntheticTrace(int num_requests, int64_t hash_block_tokens,
+                                         uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::vector<int64_t>> conversations;
+  std::vector<TraceRequest> trace;
+  int64_t next_id = 1;
+  int64_t ts = 0;
+  for (int i = 0; i < num_requests; ++i) {
+    std::vector<int64_t> ids;
+    if (conversations.empty() || rng() % 3 == 0) {
+      ids = {0};
+      conversations.push_back({});
+    } else {
+      ids = conversations[rng() % conversations.size()];
+    }
+    for (int k = 1 + static_cast<int>(rng() % 3); k > 0; --k) ids.push_back(next_id++);
+    conversations[rng() % conversations.size()] = ids;
+    const int64_t n = static_cast<int64_t>(ids.size());
+    const int64_t input =
+        (n - 1) * hash_block_tokens + 1 + static_cast<int64_t>(rng() % hash_block_tokens);
+    ts += static_cast<int64_t>(rng() % 400);
+    trace.push_back(Req(ts, input, 1 + static_cast<int64_t>(rng() % 10), ids));
+  }
+  return trace;
+}
+
+TEST(SimTraceTest, ParsesMooncakeLines) {
+  const std::string text =
+      "{\"timestamp\": 0, \"input_length\": 6, \"output_length\": 2, \"hash_ids\": [0, 1]}\n"
+      "\n"
+      "{\"timestamp\": 27.4, \"input_length\": 4, \"output_length\": 0, \"hash_ids\": [5]}\r\n";
+  auto trace = ParseMooncakeTrace(text, 4);
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  ASSERT_EQ(trace->size(), 2u);
+  EXPECT_EQ((*trace)[0].input_tokens, 6);
+  EXPECT_EQ((*trace)[0].output_tokens, 2);
+  EXPECT_THAT((*trace)[0].hash_ids, ElementsAre(0, 1));
+  EXPECT_EQ((*trace)[1].timestamp_ms, 27);
+}
+
+TEST(SimTraceTest, RejectsBadLinesNamingThem) {
+  struct Case {
+    std::string line;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"not json", "line 2: not a JSON object"},
+      {"{\"input_length\": 4, \"output_length\": 0, \"hash_ids\": [1]}", "missing \"timestamp\""},
+      {"{\"timestamp\": 0, \"input_length\": 9, \"output_length\": 0, \"hash_ids\": [1, 2]}",
+       "input_length 9 does not fit 2 hash blocks of 4 tokens"},
+      {"{\"timestamp\": 0, \"input_length\": 4, \"output_length\": 0, \"hash_ids\": [1, 2]}",
+       "input_length 4 does not fit"},
+      {"{\"timestamp\": 0, \"input_length\": 4, \"output_length\": 0, \"hash_ids\": [-1]}",
+       "non-negative"},
+      {"{\"timestamp\": 0, \"input_length\": 4, \"output_length\": 0, \"hash_ids\": []}",
+       "non-empty"},
+      {"{\"timestamp\": 0, \"input_length\": 4, \"output_length\": -1, \"hash_ids\": [1]}",
+       "\"output_length\" is below 0"},
+      {"{\"timestamp\": 0, \"input_length\": 4, \"output_length\": 0, \"hash_ids\": [1000000000]}",
+       "too large for int32"},
+  };
+  const std::string good =
+      "{\"timestamp\": 0, \"input_length\": 4, \"output_length\": 0, \"hash_ids\": [1]}\n";
+  for (const Case& c : cases) {
+    auto trace = ParseMooncakeTrace(good + c.line + "\n", 4);
+    ASSERT_FALSE(trace.ok()) << c.line;
+    EXPECT_EQ(trace.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(trace.status().message(), HasSubstr(c.message));
+    EXPECT_THAT(trace.status().message(), HasSubstr("line 2"));
+  }
+  EXPECT_FALSE(ParseMooncakeTrace("\n\n", 4).ok());
+  EXPECT_EQ(LoadMooncakeTrace("/nonexistent/trace.jsonl", 4).status().code(),
+            StatusCode::kNotFound);
+}
+
+TEST(SimTraceTest, PromptTokensFollowHashIds) {
+  const TraceRequest r = Req(0, 6, 0, {3, 7});
+  EXPECT_THAT(TracePromptTokens(r, 4), ElementsAre(12, 13, 14, 15, 28, 29));
+  // Equal hash-id prefixes give equal token prefixes.
+  const auto a = TracePromptTokens(Req(0, 8, 0, {3, 7}), 4);
+  const auto b = TracePromptTokens(Req(0, 7, 0, {3, 9}), 4);
+  EXPECT_TRUE(std::equal(a.begin(), a.begin() + 4, b.begin()));
+  EXPECT_NE(a[4], b[4]);
+}
+
+// A hand-checked replay: 4-token blocks = hash blocks.
+TEST(SimTest, ExactReplayOfASmallTrace) {
+  const std::vector<TraceRequest> trace = {
+      Req(0, 10, 2, {0, 1, 2}),     // blocks 0 1 + 2 partial tokens: nothing cached yet
+      Req(1000, 11, 1, {0, 1, 3}),  // hits 0 1 (8 tokens)
+      Req(2000, 8, 1, {0, 1}),      // both cached, but the last token is computed: hits 4
+      Req(3000, 5, 1, {9, 10}),     // never seen
+  };
+  SimOptions o;
+  o.block_tokens = 4;
+  o.hash_block_tokens = 4;
+  o.check_invariants = true;
+  auto row = SimulateCapacity(trace, o, 16);
+  ASSERT_TRUE(row.ok()) << row.status().ToString();
+  EXPECT_EQ(row->num_requests, 4);
+  EXPECT_EQ(row->stats.prefix_queries_tokens, 34);
+  EXPECT_EQ(row->stats.prefix_hits_tokens, 12);
+  EXPECT_EQ(row->stats.prefix_queries_blocks, 7);
+  EXPECT_EQ(row->stats.prefix_hits_blocks, 3);
+  EXPECT_EQ(Miss(*row, R::kNeverSeen), 8 + 4);
+  EXPECT_EQ(Miss(*row, R::kPartialBlock), 2 + 3 + 1);
+  EXPECT_EQ(Miss(*row, R::kLastTokenRecomputed), 4);
+  EXPECT_EQ(row->stats.evicted_blocks, 0);
+  EXPECT_EQ(row->num_delayed, 0);
+
+  const SimRow unbounded = SimulateUnbounded(trace, o);
+  EXPECT_EQ(unbounded.stats.prefix_hits_tokens, 12);
+  EXPECT_EQ(unbounded.stats.prefix_hits_blocks, 3);
+  EXPECT_EQ(Miss(unbounded, R::kLastTokenRecomputed), 4);
+
+  // Three blocks: request 3 (3 blocks, 1 of them a hit) evicts request 1's second block.
+  row = SimulateCapacity(trace, o, 3);
+  ASSERT_TRUE(row.ok());
+  EXPECT_EQ(row->num_requests, 4);
+  EXPECT_EQ(row->num_rejected, 0);
+  EXPECT_GT(row->stats.evicted_blocks, 0);
+
+  // A request larger than the whole cache is skipped, not a deadlock.
+  row = SimulateCapacity(trace, o, 2);
+  ASSERT_TRUE(row.ok());
+  EXPECT_EQ(row->num_rejected, 3);
+  EXPECT_EQ(row->num_requests, 1);
+}
+
+TEST(SimTest, RequestsWaitForMemoryInArrivalOrder) {
+  // Each request needs 2 blocks for 5 s (4 output tokens at 1 tok/s + prefill); 2 blocks of
+  // cache: they run one after another.
+  const std::vector<TraceRequest> trace = {Req(0, 4, 4, {0}), Req(0, 4, 4, {1}), Req(0, 4, 4, {2})};
+  SimOptions o;
+  o.block_tokens = 4;
+  o.hash_block_tokens = 4;
+  o.decode_tokens_per_s = 1;
+  o.prefill_tokens_per_s = 4;  // 1 s for 4 uncached tokens
+  o.check_invariants = true;
+  auto row = SimulateCapacity(trace, o, 2);
+  ASSERT_TRUE(row.ok());
+  EXPECT_EQ(row->num_delayed, 2);
+  EXPECT_DOUBLE_EQ(row->max_wait_s, 10.0);
+  EXPECT_DOUBLE_EQ(row->mean_wait_s, 5.0);
+  EXPECT_DOUBLE_EQ(row->end_s, 15.0);
+  EXPECT_EQ(row->peak_blocks_in_use, 2);
+  // max_num_seqs limits the same way.
+  o.max_num_seqs = 1;
+  row = SimulateCapacity(trace, o, 100);
+  ASSERT_TRUE(row.ok());
+  EXPECT_DOUBLE_EQ(row->end_s, 15.0);
+}
+
+// The replay through KvCacheManager agrees with the analytic unbounded count: the same
+// prompts are committed in the same (FCFS) order whatever the capacity, so "never seen"
+// misses are identical, and every block the unbounded cache serves is either served or
+// missed as "evicted" (the eviction history is large enough to remember every eviction).
+TEST(SimTest, BoundedReplaysAgreeWithTheUnboundedCount) {
+  for (int64_t block_tokens : {4, 3, 8}) {
+    for (int64_t tenants : {1, 3}) {
+      const std::vector<TraceRequest> trace = SyntheticTrace(300, 4, 17);
+      SimOptions o;
+      o.block_tokens = block_tokens;
+      o.hash_block_tokens = 4;
+      o.tenants = tenants;
+      o.decode_tokens_per_s = 5;
+      o.check_invariants = true;
+      const SimRow unbounded = SimulateUnbounded(trace, o);
+      EXPECT_GT(unbounded.stats.prefix_hits_tokens, 0);
+      if (tenants > 1) {
+        EXPECT_GT(Miss(unbounded, R::kOtherNamespace), 0);
+      }
+      // The largest request sets the smallest capacity that rejects nothing.
+      int64_t min_capacity = 0;
+      for (const TraceRequest& r : trace) {
+        min_capacity = std::max(
+            min_capacity, (r.input_tokens + r.output_tokens + block_tokens - 1) / block_tokens);
+      }
+      for (int64_t capacity :
+           {min_capacity, 3 * min_capacity, 10 * min_capacity, int64_t{100000}}) {
+        SCOPED_TRACE("block " + std::to_string(block_tokens) + " tenants " +
+                     std::to_string(tenants) + " capacity " + std::to_string(capacity));
+        o.check_invariants = capacity < 100000;  // O(blocks) per event
+        auto row = SimulateCapacity(trace, o, capacity);
+        ASSERT_TRUE(row.ok());
+        ASSERT_EQ(row->num_rejected, 0);
+        const KvCacheManagerStats& b = row->stats;
+        const KvCacheManagerStats& u = unbounded.stats;
+        EXPECT_EQ(b.prefix_queries_tokens, u.prefix_queries_tokens);
+        EXPECT_EQ(b.prefix_queries_blocks, u.prefix_queries_blocks);
+        EXPECT_EQ(Miss(*row, R::kNeverSeen), Miss(unbounded, R::kNeverSeen));
+        EXPECT_EQ(Miss(*row, R::kOtherNamespace), Miss(unbounded, R::kOtherNamespace));
+        EXPECT_EQ(Miss(*row, R::kPartialBlock), Miss(unbounded, R::kPartialBlock));
+        EXPECT_EQ(
+            b.prefix_hits_tokens + Miss(*row, R::kEvicted) + Miss(*row, R::kLastTokenRecomputed),
+            u.prefix_hits_tokens + Miss(unbounded, R::kLastTokenRecomputed));
+        EXPECT_LE(b.prefix_hits_tokens, u.prefix_hits_tokens);
+        if (capacity == 100000) {
+          EXPECT_EQ(b.evicted_blocks, 0);
+          EXPECT_EQ(b.prefix_hits_tokens, u.prefix_hits_tokens);
+          EXPECT_EQ(b.prefix_hits_blocks, u.prefix_hits_blocks);
+        } else if (capacity == min_capacity) {
+          EXPECT_GT(b.evicted_blocks, 0);
+          EXPECT_LT(b.prefix_hits_tokens, u.prefix_hits_tokens);
+        }
+      }
+    }
+  }
+}
+
+TEST(SimTest, DisabledPrefixCachingHitsNothing) {
+  SimOptions o;
+  o.block_tokens = 4;
+  o.hash_block_tokens = 4;
+  o.enable_prefix_caching = false;
+  o.check_invariants = true;
+  auto row = SimulateCapacity(SyntheticTrace(100, 4, 3), o, 200);
+  ASSERT_TRUE(row.ok());
+  EXPECT_EQ(row->stats.prefix_hits_tokens, 0);
+  EXPECT_GT(row->stats.prefix_queries_tokens, 0);
+  EXPECT_EQ(row->stats.blocks_cached, 0);
+}
+
+TEST(SimTest, RunSimValidatesOptionsAndSweeps) {
+  const auto trace = SyntheticTrace(50, 64, 5);
+  SimOptions o;
+  o.hash_block_tokens = 64;
+  o.block_tokens = 0;
+  EXPECT_EQ(RunSim(trace, o).status().code(), StatusCode::kInvalidArgument);
+  o.block_tokens = 64;
+  o.capacities_blocks = {0};
+  EXPECT_EQ(RunSim(trace, o).status().code(), StatusCode::kInvalidArgument);
+  o.capacities_blocks = {int64_t{1} << 40};
+  EXPECT_EQ(RunSim(trace, o).status().code(), StatusCode::kInvalidArgument);
+  o.capacities_blocks = {};
+  o.decode_tokens_per_s = 0;
+  EXPECT_EQ(RunSim(trace, o).status().code(), StatusCode::kInvalidArgument);
+  o.decode_tokens_per_s = 40;
+  o.max_requests = 20;
+  o.threads = 2;
+  auto rep = RunSim(trace, o);
+  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  EXPECT_EQ(rep->num_requests, 20);
+  // The default sweep, scaled to the block size: 1000 blocks of 512 tokens = 8000 of 64.
+  ASSERT_EQ(rep->rows.size(), 7u);
+  EXPECT_EQ(rep->rows[0].capacity_blocks, 8000);
+  EXPECT_EQ(rep->rows[6].capacity_blocks, 800000);
+  EXPECT_GT(rep->unbounded.stats.prefix_hits_tokens, 0);
+  for (const SimRow& r : rep->rows) {
+    EXPECT_EQ(r.stats.prefix_hits_tokens, rep->unbounded.stats.prefix_hits_tokens);
+  }
+  const std::string text = FormatSimText(*rep);
+  EXPECT_THAT(text, HasSubstr("unbounded"));
+  EXPECT_THAT(text, HasSubstr("8000"));
+  const auto j = nlohmann::json::parse(FormatSimJson(*rep));
+  EXPECT_EQ(j["rows"].size(), 7u);
+  EXPECT_EQ(j["num_requests"], 20);
+  EXPECT_TRUE(j["unbounded"]["capacity_blocks"].is_null());
+  EXPECT_DOUBLE_EQ(j["rows"][0]["hit_rate_tokens"].get<double>(), rep->rows[0].token_hit_rate());
+}
+
+std::string RunBinary(const std::string& args, int* exit_code) {
+  const std::string cmd = std::string(KVSERVE_BINARY) + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int status = ::pclose(p);
+  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+TEST(SimCliTest, ReplaysAFileAndReportsErrors) {
+  const std::string path = ::testing::TempDir() + "/sim_test_trace.jsonl";
+  {
+    std::ofstream f(path);
+    for (const TraceRequest& r : SyntheticTrace(40, 512, 9)) {
+      nlohmann::json j = {{"timestamp", r.timestamp_ms},
+                          {"input_length", r.input_tokens},
+                          {"output_length", r.output_tokens},
+                          {"hash_ids", r.hash_ids}};
+      f << j.dump() << "\n";
+    }
+  }
+  int rc = -1;
+  std::string out =
+      RunBinary("sim --trace " + path + " --kv-cache-blocks 20,1000 --format json", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_EQ(j["rows"][0]["capacity_blocks"], 20);
+  EXPECT_EQ(j["rows"][1]["capacity_blocks"], 1000);
+  EXPECT_EQ(j["num_requests"], 40);
+  EXPECT_GT(j["unbounded"]["hit_rate_tokens"].get<double>(), 0.0);
+
+  out =
+      RunBinary("sim --trace " + path + " --kv-cache-blocks 1000 --no-enable-prefix-caching", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_THAT(out, HasSubstr("prefix caching off"));
+
+  out = RunBinary("sim --trace /nonexistent.jsonl", &rc);
+  EXPECT_EQ(rc, 1);
+  EXPECT_THAT(out, HasSubstr("error: "));
+  out = RunBinary("sim --trace " + path + " --block-tokens 0", &rc);
+  EXPECT_EQ(rc, 1);
+  EXPECT_THAT(out, HasSubstr("--block-tokens"));
+  out = RunBinary("sim", &rc);
+  EXPECT_EQ(rc, 2);  // --trace is required: a parse error
+  std::remove(path.c_str());
+}
+
+// The real Mooncake trace (first 1000 requests) through a small and a large cache.
+TEST(SimCliTest, MooncakeTraceSlice) {
+  if (!std::filesystem::exists(kTrace)) GTEST_SKIP() << "no " << kTrace;
+  auto trace = LoadMooncakeTrace(kTrace, 512);
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  EXPECT_EQ(trace->size(), 12031u);
+  trace->resize(1000);
+  SimOptions o;
+  const SimRow unbounded = SimulateUnbounded(*trace, o);
+  auto small = SimulateCapacity(*trace, o, 2000);
+  auto large = SimulateCapacity(*trace, o, 100000);
+  ASSERT_TRUE(small.ok() && large.ok());
+  EXPECT_GT(unbounded.token_hit_rate(), 0.2);
+  EXPECT_EQ(large->stats.prefix_hits_tokens, unbounded.stats.prefix_hits_tokens);
+  EXPECT_LT(small->stats.prefix_hits_tokens, large->stats.prefix_hits_tokens);
+  EXPECT_EQ(Miss(*small, R::kNeverSeen), Miss(unbounded, R::kNeverSeen));
+}
+
+}  // namespace
+}  // namespace kvserve::cli
