@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <sstream>
 
@@ -13,6 +14,7 @@
 
 #include "cli/cli_util.h"
 #include "model/synthetic.h"
+#include "runtime/engine.h"
 
 namespace kvserve::cli {
 namespace {
@@ -95,6 +97,211 @@ class SequenceBlocks {
   BlockTable table_;
 };
 
+// Prompts of a --prompts-file: one per line, empty lines skipped ("\r" of CRLF files removed).
+StatusOr<std::vector<std::string>> ReadPromptsFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFoundError("cannot open --prompts-file '" + path + "'");
+  std::vector<std::string> prompts;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) prompts.push_back(line);
+  }
+  if (prompts.empty()) return InvalidArgumentError("--prompts-file '" + path + "' has no prompts");
+  return prompts;
+}
+
+double Ms(EngineClock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+// --prompts-file: every prompt through the engine at once.
+int RunPromptsFile(const GenerateOptions& options, LlamaModel& model, const Tokenizer* tokenizer,
+                   bool llama2c) {
+  const bool json = options.output_format == "json";
+  auto prompts = ReadPromptsFile(options.prompts_file);
+  if (!prompts.ok()) return ReportError(prompts.status());
+  if (tokenizer == nullptr) {
+    return ReportError(InvalidArgumentError(
+        "the model carries no tokenizer; pass one with --tokenizer PATH"));
+  }
+  if (options.max_num_seqs < 1) {
+    return ReportError(InvalidArgumentError("--max-num-seqs must be >= 1"));
+  }
+  if (options.max_num_batched_tokens < 0) {
+    return ReportError(InvalidArgumentError("--max-num-batched-tokens must be >= 1"));
+  }
+  const int64_t num_requests = static_cast<int64_t>(prompts->size());
+
+  const int threads = options.threads > 0 ? options.threads : ThreadPool::HardwareThreads();
+  ThreadPool pool(threads);
+  auto kv_config = ResolveKvCacheFlags(options.kv);
+  if (!kv_config.ok()) return ReportError(kv_config.status());
+  KvCacheConfig kvc = *kv_config;
+  const int64_t max_model_len =
+      kvc.max_model_len > 0 ? kvc.max_model_len : model.config().max_seq_len;
+  int64_t budget = options.max_num_batched_tokens;
+  if (budget == 0) {
+    budget = std::max<int64_t>(2048, options.max_num_seqs);
+    if (!options.enable_chunked_prefill) budget = std::max(budget, max_model_len);
+  }
+  // One-shot sizing: room for the sequences that can run at once (unless a budget flag says).
+  kvc.default_num_sequences = std::min(num_requests, options.max_num_seqs);
+  kvc.max_num_batched_tokens = budget;
+  auto kv = CreateKvCacheWithBanner(model, tokenizer, kvc, &pool);
+  if (!kv.ok()) return ReportError(kv.status());
+
+  EngineOptions eo;
+  eo.enable_prefix_caching = options.enable_prefix_caching;
+  eo.tokenizer = tokenizer;
+  eo.scheduler.max_model_len = kv->max_model_len;
+  eo.scheduler.max_num_seqs = options.max_num_seqs;
+  eo.scheduler.max_num_batched_tokens = budget;
+  eo.scheduler.enable_chunked_prefill = options.enable_chunked_prefill;
+  eo.scheduler.model_namespace = model.config().name;
+  for (TokenId t = 0; t < model.config().vocab_size; ++t) {
+    if (tokenizer->IsEndOfGeneration(t) || (llama2c && t == tokenizer->bos_id())) {
+      eo.scheduler.eos_token_ids.push_back(t);
+    }
+  }
+  auto engine = Engine::Create(eo, &model, &*kv, &pool);
+  if (!engine.ok()) return ReportError(engine.status());
+
+  std::vector<std::vector<TokenId>> prompt_ids;
+  EncodeOptions encode;
+  encode.add_bos = !options.no_bos;
+  for (const std::string& p : *prompts) prompt_ids.push_back(tokenizer->Encode(p, encode));
+
+  const auto start = EngineClock::now();
+  std::vector<std::unique_ptr<RequestStream>> streams;
+  for (int64_t i = 0; i < num_requests; ++i) {
+    RequestInput in;
+    in.prompt_ids = prompt_ids[i];
+    in.sampling = options.sampling;
+    in.sampling.seed = options.sampling.seed + static_cast<uint64_t>(i);
+    in.max_tokens = std::max<int64_t>(1, options.max_new_tokens);
+    in.ignore_eos = options.ignore_eos;
+    auto stream = (*engine)->submit(std::move(in));
+    if (!stream.ok()) {
+      return ReportError(stream.status().WithContext("prompt on line " + std::to_string(i + 1) +
+                                                     " of --prompts-file"));
+    }
+    streams.push_back(std::move(stream).value());
+  }
+
+  struct Result {
+    std::vector<TokenId> ids;
+    FinishReason finish = FinishReason::kNone;
+    std::string error;
+    int64_t cached_tokens = 0;
+    double ttft_ms = 0, tpot_ms = 0;
+  };
+  std::vector<Result> results(static_cast<size_t>(num_requests));
+  EngineClock::time_point last = start;
+  for (int64_t i = 0; i < num_requests; ++i) {
+    Result& r = results[i];
+    RequestStream& s = *streams[i];
+    StreamEvent ev;
+    EngineClock::time_point first_token, last_token;
+    while (s.Next(&ev)) {
+      if (!ev.token_ids.empty()) {
+        if (r.ids.empty()) first_token = ev.time;
+        last_token = ev.time;
+        r.ids.insert(r.ids.end(), ev.token_ids.begin(), ev.token_ids.end());
+      }
+      r.cached_tokens = std::max(r.cached_tokens, ev.num_cached_prompt_tokens);
+      if (ev.finished()) {
+        r.finish = ev.finish_reason;
+        r.error = ev.error;
+        last = std::max(last, ev.time);
+      }
+    }
+    if (!r.ids.empty()) {
+      r.ttft_ms = Ms(first_token - s.submit_time());
+      if (r.ids.size() > 1) r.tpot_ms = Ms(last_token - first_token) / (r.ids.size() - 1);
+    }
+  }
+  const double elapsed_s = std::chrono::duration<double>(last - start).count();
+  const EngineStats stats = (*engine)->wait_until_idle();
+
+  int64_t total_prompt = 0, total_output = 0, num_ttft = 0, num_tpot = 0;
+  double sum_ttft = 0, sum_tpot = 0;
+  int num_errors = 0;
+  for (int64_t i = 0; i < num_requests; ++i) {
+    const Result& r = results[i];
+    total_prompt += static_cast<int64_t>(prompt_ids[i].size());
+    total_output += static_cast<int64_t>(r.ids.size());
+    if (!r.ids.empty()) {
+      sum_ttft += r.ttft_ms;
+      ++num_ttft;
+    }
+    if (r.ids.size() > 1) {
+      sum_tpot += r.tpot_ms;
+      ++num_tpot;
+    }
+    if (r.finish == FinishReason::kError || r.finish == FinishReason::kAbort) ++num_errors;
+    std::vector<TokenId> text_ids = r.ids;
+    if (r.finish == FinishReason::kStop && !text_ids.empty()) text_ids.pop_back();
+    const std::string text = ContinuationText(*tokenizer, prompt_ids[i], text_ids);
+    if (json) {
+      nlohmann::json out;
+      out["index"] = i;
+      out["prompt"] = (*prompts)[i];
+      out["prompt_token_ids"] = prompt_ids[i];
+      out["output_token_ids"] = r.ids;
+      out["text"] = text;
+      out["finish_reason"] = FinishReasonName(r.finish);
+      if (!r.error.empty()) out["error"] = r.error;
+      out["num_prompt_tokens"] = prompt_ids[i].size();
+      out["num_output_tokens"] = r.ids.size();
+      out["cached_tokens"] = r.cached_tokens;
+      out["ttft_ms"] = r.ttft_ms;
+      out["tpot_ms"] = r.tpot_ms;
+      std::printf("%s\n",
+                  out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    } else {
+      std::printf("%s%s\n", (*prompts)[i].c_str(), text.c_str());
+      if (!r.error.empty()) std::fprintf(stderr, "prompt %lld: error: %s\n",
+                                         static_cast<long long>(i + 1), r.error.c_str());
+      if (i + 1 < num_requests) std::printf("\n");
+    }
+  }
+  const double tps = elapsed_s > 0 ? total_output / elapsed_s : 0.0;
+  const double mean_ttft = num_ttft > 0 ? sum_ttft / num_ttft : 0.0;
+  const double mean_tpot = num_tpot > 0 ? sum_tpot / num_tpot : 0.0;
+  const double hit_rate = stats.prefix_queries_tokens > 0
+                              ? static_cast<double>(stats.prefix_hits_tokens) /
+                                    stats.prefix_queries_tokens
+                              : 0.0;
+  if (json) {
+    nlohmann::json summary;
+    summary["num_requests"] = num_requests;
+    summary["total_prompt_tokens"] = total_prompt;
+    summary["total_output_tokens"] = total_output;
+    summary["elapsed_s"] = elapsed_s;
+    summary["output_tokens_per_s"] = tps;
+    summary["mean_ttft_ms"] = mean_ttft;
+    summary["mean_tpot_ms"] = mean_tpot;
+    summary["prefix_cache_hit_rate"] = hit_rate;
+    summary["num_preemptions"] = stats.num_preemptions_total;
+    summary["num_steps"] = stats.num_steps;
+    summary["threads"] = threads;
+    std::printf("%s\n", summary.dump().c_str());
+  } else {
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "%lld requests: %lld prompt tokens, %lld output tokens in %.3f s "
+                 "(%.1f output tok/s); mean TTFT %.1f ms, mean TPOT %.2f ms; prefix cache hit "
+                 "rate %.1f%%; %lld steps, %lld preemptions; %d threads\n",
+                 static_cast<long long>(num_requests), static_cast<long long>(total_prompt),
+                 static_cast<long long>(total_output), elapsed_s, tps, mean_ttft, mean_tpot,
+                 100.0 * hit_rate, static_cast<long long>(stats.num_steps),
+                 static_cast<long long>(stats.num_preemptions_total), threads);
+  }
+  std::fflush(stdout);
+  return num_errors > 0 ? 1 : 0;
+}
+
 }  // namespace
 
 StatusOr<GenerationResult> RunGeneration(LlamaModel& model, const Tokenizer* tokenizer,
@@ -168,6 +375,12 @@ int RunGenerateCommand(const GenerateOptions& options) {
     return ReportError(InvalidArgumentError("--output-format must be text or json"));
   }
   const bool json = options.output_format == "json";
+  if (!options.prompts_file.empty() &&
+      (!options.prompt.empty() || !options.prompt_ids.empty() ||
+       options.random_prompt_tokens > 0)) {
+    return ReportError(
+        InvalidArgumentError("--prompts-file cannot be combined with -p/--prompt"));
+  }
 
   // 1. The model.
   auto load_start = Clock::now();
@@ -207,6 +420,9 @@ int RunGenerateCommand(const GenerateOptions& options) {
   if (!created.ok()) return ReportError(created.status());
   std::unique_ptr<LlamaModel> model = std::move(created).value();
   const int64_t vocab_size = model->config().vocab_size;
+  if (!options.prompts_file.empty()) {
+    return RunPromptsFile(options, *model, tokenizer.get(), llama2c);
+  }
 
   // 2. The prompt.
   GenerationRequest request;

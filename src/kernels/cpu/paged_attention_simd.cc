@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "base/check.h"
 #include "kernels/cpu/paged_attention_impl.h"

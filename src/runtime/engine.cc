@@ -1,0 +1,328 @@
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "base/check.h"
+
+namespace kvserve {
+
+using engine_internal::Command;
+using engine_internal::Inbox;
+using engine_internal::StreamState;
+
+void StreamState::push(StreamEvent ev) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (finished) return;
+    if (ev.finished()) finished = true;
+    events.push_back(std::move(ev));
+  }
+  cv.notify_all();
+}
+
+void Inbox::push(Command c) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    commands.push_back(std::move(c));
+    idle = false;
+  }
+  cv.notify_all();
+}
+
+RequestStream::RequestStream(SeqId id, std::shared_ptr<StreamState> state,
+                             std::shared_ptr<Inbox> inbox, EngineClock::time_point submitted)
+    : id_(id), state_(std::move(state)), inbox_(std::move(inbox)), submitted_(submitted) {}
+
+RequestStream::~RequestStream() {
+  bool finished;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    finished = state_->finished;
+  }
+  if (!finished) {
+    Command c;
+    c.kind = Command::kAbort;
+    c.id = id_;
+    inbox_->push(std::move(c));
+  }
+}
+
+bool RequestStream::Next(StreamEvent* event) {
+  if (done_) return false;
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->cv.wait(lock, [&] { return !state_->events.empty(); });
+  *event = std::move(state_->events.front());
+  state_->events.pop_front();
+  if (event->finished()) done_ = true;
+  return true;
+}
+
+StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, LlamaModel* model,
+                                                 PagedKvCache* kv, ThreadPool* pool) {
+  if (model == nullptr || kv == nullptr || kv->storage == nullptr) {
+    return InvalidArgumentError("Engine: no model or KV cache");
+  }
+  EngineOptions o = options;
+  if (kv->max_model_len > 0) {
+    o.scheduler.max_model_len = std::min(o.scheduler.max_model_len, kv->max_model_len);
+  }
+  if (o.scheduler.eos_token_ids.empty() && o.tokenizer != nullptr) {
+    for (TokenId t = 0; t < model->config().vocab_size; ++t) {
+      if (o.tokenizer->IsEndOfGeneration(t)) o.scheduler.eos_token_ids.push_back(t);
+    }
+  }
+  std::unique_ptr<Engine> engine(new Engine(o, model, kv, pool));
+  auto sched = Scheduler::Create(engine->options_.scheduler, engine->kv_.get());
+  if (!sched.ok()) return sched.status();
+  engine->scheduler_ = std::move(sched).value();
+  engine->publish_stats();
+  engine->thread_ = std::thread([e = engine.get()] { e->loop(); });
+  return engine;
+}
+
+Engine::Engine(const EngineOptions& options, LlamaModel* model, PagedKvCache* kv, ThreadPool* pool)
+    : options_(options), model_(model), kv_cache_(kv), inbox_(std::make_shared<Inbox>()) {
+  KvCacheManagerOptions kvo;
+  kvo.num_blocks = kv->storage->num_blocks();
+  kvo.block_size = kv->spec.block_size;
+  kvo.enable_prefix_caching = options.enable_prefix_caching;
+  kv_ = std::make_unique<KvCacheManager>(kvo);
+  runner_ = std::make_unique<ModelRunner>(model, kv->storage.get(), pool);
+#ifndef NDEBUG
+  options_.check_invariants = true;
+#endif
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lock(inbox_->mu);
+    inbox_->stopping = true;
+  }
+  inbox_->cv.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+StatusOr<std::unique_ptr<RequestStream>> Engine::submit(RequestInput input) {
+  const int64_t n = static_cast<int64_t>(input.prompt_ids.size());
+  if (n == 0) return InvalidArgumentError("the prompt is empty");
+  if (n >= options_.scheduler.max_model_len) {
+    return InvalidArgumentError("the prompt has " + std::to_string(n) +
+                                " tokens; the maximum model length is " +
+                                std::to_string(options_.scheduler.max_model_len) +
+                                " (--max-model-len), which leaves no room for output");
+  }
+  for (TokenId t : input.prompt_ids) {
+    if (t < 0 || t >= model_->config().vocab_size) {
+      return InvalidArgumentError("prompt token id " + std::to_string(t) +
+                                  " is outside the vocabulary (" +
+                                  std::to_string(model_->config().vocab_size) + " tokens)");
+    }
+  }
+  if (input.max_tokens < 1) return InvalidArgumentError("max_tokens must be >= 1");
+  KV_RETURN_IF_ERROR(input.sampling.Validate());
+  Command c;
+  c.kind = Command::kAdd;
+  c.id = next_id_.fetch_add(1);
+  c.input = std::move(input);
+  c.stream = std::make_shared<StreamState>();
+  auto stream = std::make_unique<RequestStream>(c.id, c.stream, inbox_, EngineClock::now());
+  inbox_->push(std::move(c));
+  return stream;
+}
+
+void Engine::abort(SeqId id) {
+  Command c;
+  c.kind = Command::kAbort;
+  c.id = id;
+  inbox_->push(std::move(c));
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  return stats_;
+}
+
+EngineStats Engine::wait_until_idle() {
+  {
+    std::unique_lock<std::mutex> lock(inbox_->mu);
+    inbox_->idle_cv.wait(lock, [&] { return inbox_->idle || inbox_->stopping; });
+  }
+  return stats();
+}
+
+void Engine::loop() {
+  while (true) {
+    std::deque<Command> commands;
+    bool stopping = false;
+    {
+      std::unique_lock<std::mutex> lock(inbox_->mu);
+      if (inbox_->commands.empty() && !inbox_->stopping && !scheduler_->has_unfinished()) {
+        inbox_->idle = true;
+        inbox_->idle_cv.notify_all();
+        inbox_->cv.wait(lock, [&] { return !inbox_->commands.empty() || inbox_->stopping; });
+      }
+      commands.swap(inbox_->commands);
+      stopping = inbox_->stopping;
+    }
+    for (Command& c : commands) handle(c);
+    if (!commands.empty()) publish_stats();  // aborts change the cache without a step
+    if (stopping) {
+      std::vector<SeqId> ids;
+      for (const auto& [id, live] : live_) ids.push_back(id);
+      for (SeqId id : ids) {
+        scheduler_->abort_request(id);
+        finish_stream(id, FinishReason::kAbort, "the engine stopped");
+      }
+      publish_stats();
+      std::lock_guard<std::mutex> lock(inbox_->mu);
+      inbox_->idle = true;
+      inbox_->idle_cv.notify_all();
+      return;
+    }
+    if (scheduler_->has_unfinished()) step();
+  }
+}
+
+void Engine::handle(Command& c) {
+  if (c.kind == Command::kAbort) {
+    if (scheduler_->abort_request(c.id)) finish_stream(c.id, FinishReason::kAbort, "");
+    return;
+  }
+  const int64_t num_prompt = static_cast<int64_t>(c.input.prompt_ids.size());
+  Live live;
+  live.stream = c.stream;
+  live.stops = c.input.stop;
+  for (const std::string& s : live.stops) live.max_stop_len = std::max(live.max_stop_len, s.size());
+  if (options_.tokenizer != nullptr) {
+    live.detok = std::make_unique<IncrementalDetokenizer>(options_.tokenizer);
+    // Prime with the prompt so the continuation decodes as it would after it.
+    for (TokenId t : c.input.prompt_ids) live.detok->Push(t);
+  }
+  Status s = scheduler_->add_request(c.id, std::move(c.input));
+  if (!s.ok()) {
+    StreamEvent ev;
+    ev.finish_reason = FinishReason::kError;
+    ev.error = s.message();
+    ev.time = EngineClock::now();
+    c.stream->push(std::move(ev));
+    return;
+  }
+  num_prompt_tokens_total_ += num_prompt;
+  live_.emplace(c.id, std::move(live));
+}
+
+void Engine::step() {
+  SchedulerOutput out = scheduler_->schedule();
+  if (out.seqs.empty()) {
+    // Nothing fits now (should not happen: the scheduler guarantees one full sequence fits).
+    publish_stats();
+    std::unique_lock<std::mutex> lock(inbox_->mu);
+    inbox_->cv.wait_for(lock, std::chrono::milliseconds(1),
+                        [&] { return !inbox_->commands.empty() || inbox_->stopping; });
+    return;
+  }
+  StatusOr<ModelOutput> model = runner_->execute(out, *scheduler_, *kv_);
+  if (!model.ok()) {
+    for (const ScheduledSeq& s : out.seqs) {
+      if (scheduler_->finish_request(s.id, FinishReason::kError)) {
+        finish_stream(s.id, FinishReason::kError, model.status().message());
+      }
+    }
+    scheduler_->update(out, ModelOutput{});
+  } else {
+    std::vector<RequestOutput> outputs = scheduler_->update(out, *model);
+    for (const RequestOutput& r : outputs) publish(r);
+  }
+  if (options_.check_invariants) scheduler_->check_invariants();
+  publish_stats();
+}
+
+void Engine::publish(const RequestOutput& out) {
+  auto it = live_.find(out.id);
+  if (it == live_.end()) return;
+  Live& live = it->second;
+  StreamEvent ev;
+  ev.token_ids = out.new_token_ids;
+  ev.num_cached_prompt_tokens = out.num_cached_prompt_tokens;
+  num_generated_tokens_total_ += static_cast<int64_t>(out.new_token_ids.size());
+  FinishReason finish = out.finish_reason;
+  const bool has_stops = live.max_stop_len > 0;
+  if (live.detok != nullptr) {
+    for (TokenId t : out.new_token_ids) {
+      if (out.finished() && t == out.stop_token_id) continue;  // EOS / stop token: no text
+      live.text += live.detok->Push(t);
+    }
+    if (finish != FinishReason::kNone) live.text += live.detok->Flush();
+    if (has_stops) {
+      // Look for a stop string that may end in the new text.
+      const std::vector<std::string>* stops = &live.stops;
+      size_t cut = std::string::npos;
+      if (stops != nullptr) {
+        const size_t from =
+            live.text_sent > live.max_stop_len ? live.text_sent - live.max_stop_len : 0;
+        for (const std::string& s : *stops) {
+          if (s.empty()) continue;
+          const size_t p = live.text.find(s, from);
+          if (p != std::string::npos) cut = std::min(cut, p);
+        }
+      }
+      if (cut != std::string::npos) {
+        live.text.resize(cut);
+        if (!out.finished()) scheduler_->finish_request(out.id, FinishReason::kStop);
+        finish = FinishReason::kStop;
+      }
+      // Hold back what could still be the start of a stop string, unless finished.
+      size_t end = live.text.size();
+      if (finish == FinishReason::kNone) {
+        end = live.text.size() > live.max_stop_len - 1 ? live.text.size() - (live.max_stop_len - 1)
+                                                       : 0;
+      }
+      if (end > live.text_sent) {
+        ev.text = live.text.substr(live.text_sent, end - live.text_sent);
+        live.text_sent = end;
+      }
+    } else {
+      ev.text = std::move(live.text);
+      live.text.clear();
+    }
+  }
+  ev.finish_reason = finish;
+  ev.time = EngineClock::now();
+  live.stream->push(std::move(ev));
+  if (finish != FinishReason::kNone) live_.erase(it);
+}
+
+void Engine::finish_stream(SeqId id, FinishReason reason, const std::string& error) {
+  auto it = live_.find(id);
+  if (it == live_.end()) return;
+  StreamEvent ev;
+  ev.finish_reason = reason;
+  ev.error = error;
+  ev.time = EngineClock::now();
+  it->second.stream->push(std::move(ev));
+  live_.erase(it);
+}
+
+void Engine::publish_stats() {
+  EngineStats s;
+  const SchedulerStats ss = scheduler_->stats();
+  const KvCacheManagerStats ks = kv_->stats();
+  s.num_running = ss.num_running;
+  s.num_waiting = ss.num_waiting;
+  s.num_steps = ss.num_steps;
+  s.num_preemptions_total = ss.num_preemptions_total;
+  s.num_blocks = ks.num_blocks;
+  s.blocks_in_use = ks.blocks_in_use;
+  s.blocks_cached = ks.blocks_cached;
+  s.kv_usage = ks.num_blocks > 0 ? static_cast<double>(ks.blocks_in_use) / ks.num_blocks : 0.0;
+  s.prefix_queries_tokens = ks.prefix_queries_tokens;
+  s.prefix_hits_tokens = ks.prefix_hits_tokens;
+  s.num_prompt_tokens_total = num_prompt_tokens_total_;
+  s.num_generated_tokens_total = num_generated_tokens_total_;
+  s.num_sequences_in_cache = kv_->num_sequences();
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_ = s;
+}
+
+}  // namespace kvserve

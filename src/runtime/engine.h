@@ -1,0 +1,195 @@
+// Engine: the step loop on its own thread (drain new and aborted requests -> schedule ->
+// execute -> update -> publish outputs and stats), and EngineClient / RequestStream, the
+// thread-safe way in (submit, abort) and out (one stream of outputs per request).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "kv/kv_cache_manager.h"
+#include "model/llama.h"
+#include "runtime/kv_cache_config.h"
+#include "runtime/model_runner.h"
+#include "runtime/request.h"
+#include "runtime/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvserve {
+
+using EngineClock = std::chrono::steady_clock;
+
+struct EngineOptions {
+  SchedulerConfig scheduler;          // max_model_len is clipped to the cache's
+  bool enable_prefix_caching = true;  // --enable-prefix-caching
+  // KV_CHECK the scheduler's and cache's invariants after every step (always on in debug
+  // builds).
+  bool check_invariants = false;
+  // For stop strings and the text of outputs (optional; not owned, must outlive the engine).
+  const Tokenizer* tokenizer = nullptr;
+};
+
+// One piece of a request's output, as the engine published it after a step.
+struct StreamEvent {
+  std::vector<TokenId> token_ids;  // tokens sampled in this step (at most one today)
+  std::string text;                // their text (with a tokenizer; stop strings trimmed)
+  FinishReason finish_reason = FinishReason::kNone;  // kNone: more to come
+  std::string error;                                 // with kError
+  int64_t num_cached_prompt_tokens = 0;
+  EngineClock::time_point time;  // when the engine published it
+  bool finished() const { return finish_reason != FinishReason::kNone; }
+};
+
+// Published after every step. Plain value type.
+struct EngineStats {
+  int64_t num_running = 0;
+  int64_t num_waiting = 0;
+  int64_t num_steps = 0;
+  int64_t num_preemptions_total = 0;
+  int64_t num_blocks = 0;
+  int64_t blocks_in_use = 0;  // held by sequences
+  int64_t blocks_cached = 0;  // held only by the prefix cache
+  double kv_usage = 0.0;      // blocks_in_use / num_blocks
+  int64_t prefix_queries_tokens = 0;
+  int64_t prefix_hits_tokens = 0;
+  int64_t num_prompt_tokens_total = 0;  // of requests admitted
+  int64_t num_generated_tokens_total = 0;
+  int64_t num_sequences_in_cache = 0;  // KvCacheManager sequences (0 when idle)
+};
+
+namespace engine_internal {
+// One request's output queue, shared by the engine thread (producer) and its RequestStream.
+struct StreamState {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<StreamEvent> events;
+  bool finished = false;  // the final event was pushed
+  void push(StreamEvent ev);
+};
+struct Command {
+  enum Kind { kAdd, kAbort } kind = kAdd;
+  SeqId id = 0;
+  RequestInput input;
+  std::shared_ptr<StreamState> stream;
+};
+// The engine's input queue, shared with streams (so a stream may outlive the engine).
+struct Inbox {
+  std::mutex mu;
+  std::condition_variable cv;       // engine waits for commands
+  std::condition_variable idle_cv;  // wait_until_idle waits for the engine
+  std::deque<Command> commands;
+  bool stopping = false;
+  bool idle = true;  // engine has no requests and saw no new command
+  void push(Command c);
+};
+}  // namespace engine_internal
+
+class Engine;
+
+// The output stream of one request. Next() blocks until the engine publishes. Destroying a
+// stream whose request has not finished aborts the request. Use from one thread at a time.
+class RequestStream {
+ public:
+  RequestStream(SeqId id, std::shared_ptr<engine_internal::StreamState> state,
+                std::shared_ptr<engine_internal::Inbox> inbox, EngineClock::time_point submitted);
+  ~RequestStream();
+  RequestStream(const RequestStream&) = delete;
+  RequestStream& operator=(const RequestStream&) = delete;
+
+  SeqId id() const { return id_; }
+  EngineClock::time_point submit_time() const { return submitted_; }
+  // Next event; false once the final event has been returned.
+  bool Next(StreamEvent* event);
+  // True after the final event was returned by Next().
+  bool finished() const { return done_; }
+
+ private:
+  SeqId id_;
+  std::shared_ptr<engine_internal::StreamState> state_;
+  std::shared_ptr<engine_internal::Inbox> inbox_;
+  EngineClock::time_point submitted_;
+  bool done_ = false;
+};
+
+// Owns the Scheduler, the KvCacheManager (over the KvStorage's blocks; the PagedKvCache's own
+// BlockPool is not used) and the ModelRunner, all touched by the engine thread only. The
+// model, the PagedKvCache, the pool and the tokenizer are borrowed and must outlive it.
+// submit(), abort(), stats() and wait_until_idle() are thread-safe.
+// Invariant: once idle, the KvCacheManager holds no sequence (every block free or cached).
+class Engine {
+ public:
+  static StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options, LlamaModel* model,
+                                                  PagedKvCache* kv, ThreadPool* pool);
+  ~Engine();  // aborts what is left and joins the thread
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // InvalidArgument for what the scheduler would refuse (empty prompt, max_tokens < 1, bad
+  // sampling parameters, a token out of the vocabulary, prompt >= max_model_len).
+  StatusOr<std::unique_ptr<RequestStream>> submit(RequestInput input);
+  void abort(SeqId id);
+  EngineStats stats() const;
+  // Blocks until every submitted request has finished; returns the stats then.
+  EngineStats wait_until_idle();
+  const SchedulerConfig& scheduler_config() const { return options_.scheduler; }
+
+ private:
+  struct Live {  // engine-thread state of one request
+    std::shared_ptr<engine_internal::StreamState> stream;
+    std::unique_ptr<IncrementalDetokenizer> detok;
+    std::string text;      // text so far (only held when there are stop strings)
+    size_t text_sent = 0;  // bytes of `text` already published
+    size_t max_stop_len = 0;
+    std::vector<std::string> stops;
+  };
+  Engine(const EngineOptions& options, LlamaModel* model, PagedKvCache* kv, ThreadPool* pool);
+  void loop();
+  void handle(engine_internal::Command& c);
+  void step();
+  // Publishes a scheduler RequestOutput (text, stop strings); may finish the request.
+  void publish(const RequestOutput& out);
+  void finish_stream(SeqId id, FinishReason reason, const std::string& error);
+  void publish_stats();
+
+  EngineOptions options_;
+  LlamaModel* model_;
+  PagedKvCache* kv_cache_;
+  std::unique_ptr<KvCacheManager> kv_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::unordered_map<SeqId, Live> live_;
+  int64_t num_prompt_tokens_total_ = 0;
+  int64_t num_generated_tokens_total_ = 0;
+
+  std::shared_ptr<engine_internal::Inbox> inbox_;
+  std::atomic<SeqId> next_id_{1};
+  mutable std::mutex stats_mu_;
+  EngineStats stats_;
+  std::thread thread_;
+};
+
+// Thin thread-safe handle to an Engine (not owned) for the HTTP side and the CLI.
+class EngineClient {
+ public:
+  explicit EngineClient(Engine* engine) : engine_(engine) {}
+  StatusOr<std::unique_ptr<RequestStream>> submit(RequestInput input) {
+    return engine_->submit(std::move(input));
+  }
+  void abort(SeqId id) { engine_->abort(id); }
+  EngineStats stats() const { return engine_->stats(); }
+
+ private:
+  Engine* engine_;
+};
+
+}  // namespace kvserve

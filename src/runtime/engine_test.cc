@@ -1,0 +1,244 @@
+// Engine and client behaviour on the synthetic "tiny" model (f32 KV): validation at submit,
+// stop conditions (max tokens, stop token ids, stop strings, max_model_len), aborts by call,
+// by dropping the stream and by destroying the engine, and the stats it publishes.
+#include "runtime/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kv/block_pool.h"
+#include "kv/kv_storage.h"
+#include "model/synthetic.h"
+
+namespace kvserve {
+namespace {
+
+constexpr int64_t kMaxModelLen = 128;
+
+struct Fixture {
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+
+Fixture& Get() {
+  static Fixture* f = [] {
+    auto* fx = new Fixture;
+    SyntheticModelOptions o;
+    o.preset = "tiny";
+    o.seed = 3;
+    auto loaded = MakeSyntheticModel(o);
+    EXPECT_TRUE(loaded.ok());
+    auto tok = Tokenizer::Create(*loaded->vocab);
+    EXPECT_TRUE(tok.ok());
+    fx->tokenizer = std::move(tok).value();
+    auto m = LlamaModel::Create(std::move(loaded).value());
+    EXPECT_TRUE(m.ok());
+    fx->model = std::move(m).value();
+    return fx;
+  }();
+  return *f;
+}
+
+PagedKvCache MakeCache(int64_t num_blocks = 32) {
+  PagedKvCache cache;
+  cache.spec = Get().model->kv_spec(DType::kF32, 16);
+  cache.max_model_len = kMaxModelLen;
+  cache.storage = std::move(KvStorage::Create(cache.spec, num_blocks)).value();
+  cache.blocks = std::make_unique<BlockPool>(num_blocks);
+  return cache;
+}
+
+EngineOptions Options(bool with_tokenizer = true) {
+  EngineOptions o;
+  o.check_invariants = true;
+  o.tokenizer = with_tokenizer ? Get().tokenizer.get() : nullptr;
+  o.scheduler.max_model_len = kMaxModelLen;
+  o.scheduler.max_num_batched_tokens = 256;
+  o.scheduler.max_num_seqs = 8;
+  return o;
+}
+
+RequestInput Greedy(int64_t max_tokens, int64_t prompt_len = 10) {
+  RequestInput in;
+  in.prompt_ids = SyntheticTokenIds(prompt_len, Get().model->config().vocab_size);
+  in.max_tokens = max_tokens;
+  in.ignore_eos = true;
+  in.sampling.temperature = 0.0f;
+  return in;
+}
+
+struct Collected {
+  std::vector<TokenId> ids;
+  std::string text;
+  FinishReason finish = FinishReason::kNone;
+  std::string error;
+  int64_t num_events = 0;
+};
+
+Collected Collect(RequestStream* s) {
+  Collected c;
+  StreamEvent ev;
+  while (s->Next(&ev)) {
+    ++c.num_events;
+    c.ids.insert(c.ids.end(), ev.token_ids.begin(), ev.token_ids.end());
+    c.text += ev.text;
+    if (ev.finished()) {
+      c.finish = ev.finish_reason;
+      c.error = ev.error;
+    }
+  }
+  EXPECT_TRUE(s->finished());
+  return c;
+}
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void Start(EngineOptions o = Options(), int64_t num_blocks = 32) {
+    cache_ = MakeCache(num_blocks);
+    auto e = Engine::Create(o, Get().model.get(), &cache_, &pool_);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    engine_ = std::move(e).value();
+  }
+  Collected Run(RequestInput in) {
+    auto s = engine_->submit(std::move(in));
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    if (!s.ok()) return {};
+    return Collect(s->get());
+  }
+  void ExpectAllBlocksBack() {
+    const EngineStats st = engine_->wait_until_idle();
+    EXPECT_EQ(st.blocks_in_use, 0);
+    EXPECT_EQ(st.num_sequences_in_cache, 0);
+    EXPECT_EQ(st.num_running + st.num_waiting, 0);
+  }
+  ThreadPool pool_{1};
+  PagedKvCache cache_;
+  std::unique_ptr<Engine> engine_;
+};
+
+TEST_F(EngineTest, SubmitRejectsWhatCannotRun) {
+  Start();
+  RequestInput empty = Greedy(4, 0);
+  EXPECT_FALSE(engine_->submit(empty).ok());
+  EXPECT_FALSE(engine_->submit(Greedy(0)).ok());
+  EXPECT_FALSE(engine_->submit(Greedy(4, kMaxModelLen)).ok());
+  RequestInput bad_token = Greedy(4);
+  bad_token.prompt_ids[0] = static_cast<TokenId>(Get().model->config().vocab_size);
+  EXPECT_FALSE(engine_->submit(bad_token).ok());
+  RequestInput bad_sampling = Greedy(4);
+  bad_sampling.sampling.top_p = 2.0f;
+  EXPECT_FALSE(engine_->submit(bad_sampling).ok());
+  ExpectAllBlocksBack();
+}
+
+TEST_F(EngineTest, MaxTokensAndMaxModelLen) {
+  Start();
+  Collected a = Run(Greedy(5));
+  EXPECT_EQ(a.ids.size(), 5u);
+  EXPECT_EQ(a.finish, FinishReason::kLength);
+  // Clipped at max_model_len: prompt 120 + 8 tokens.
+  Collected b = Run(Greedy(100, 120));
+  EXPECT_EQ(b.ids.size(), 8u);
+  EXPECT_EQ(b.finish, FinishReason::kLength);
+  ExpectAllBlocksBack();
+}
+
+TEST_F(EngineTest, StopTokenIdEndsAndIsKept) {
+  Start();
+  Collected full = Run(Greedy(12));
+  ASSERT_EQ(full.ids.size(), 12u);
+  RequestInput in = Greedy(12);
+  in.stop_token_ids = {full.ids[4]};
+  Collected stopped = Run(in);
+  size_t first = 0;
+  while (full.ids[first] != full.ids[4]) ++first;
+  EXPECT_EQ(stopped.finish, FinishReason::kStop);
+  EXPECT_EQ(stopped.ids, std::vector<TokenId>(full.ids.begin(), full.ids.begin() + first + 1));
+  ExpectAllBlocksBack();
+}
+
+TEST_F(EngineTest, StopStringTrimsTextAndEnds) {
+  Start();
+  Collected full = Run(Greedy(30));
+  ASSERT_GE(full.text.size(), 6u) << "the model's text is too short for this test";
+  const std::string stop = full.text.substr(full.text.size() / 2, 2);
+  const size_t at = full.text.find(stop);
+  RequestInput in = Greedy(30);
+  in.stop = {stop, "this string never appears \x01"};
+  Collected stopped = Run(in);
+  EXPECT_EQ(stopped.finish, FinishReason::kStop);
+  EXPECT_EQ(stopped.text, full.text.substr(0, at));
+  EXPECT_LE(stopped.ids.size(), full.ids.size());
+  EXPECT_EQ(stopped.ids,
+            std::vector<TokenId>(full.ids.begin(), full.ids.begin() + stopped.ids.size()));
+  ExpectAllBlocksBack();
+}
+
+TEST_F(EngineTest, TextWithoutStopStringsEqualsHeldBackText) {
+  Start();
+  Collected a = Run(Greedy(20));
+  RequestInput in = Greedy(20);
+  in.stop = {"\x01\x02\x03 never"};
+  Collected b = Run(in);
+  EXPECT_EQ(a.ids, b.ids);
+  EXPECT_EQ(a.text, b.text);
+  EXPECT_EQ(b.finish, FinishReason::kLength);
+}
+
+TEST_F(EngineTest, NoTokenizerMeansNoText) {
+  Start(Options(false));
+  Collected a = Run(Greedy(4));
+  EXPECT_EQ(a.ids.size(), 4u);
+  EXPECT_TRUE(a.text.empty());
+}
+
+TEST_F(EngineTest, AbortsByCallByDroppingAndByDestroyingTheEngine) {
+  Start();
+  RequestInput longer = Greedy(kMaxModelLen - 11);
+  auto a = engine_->submit(longer);
+  ASSERT_TRUE(a.ok());
+  engine_->abort((*a)->id());
+  Collected ca = Collect(a->get());
+  EXPECT_TRUE(ca.finish == FinishReason::kAbort || ca.finish == FinishReason::kLength);
+  {
+    auto b = engine_->submit(longer);
+    ASSERT_TRUE(b.ok());
+  }  // dropped: aborted
+  ExpectAllBlocksBack();
+  EngineClient client(engine_.get());
+  auto c = client.submit(longer);
+  ASSERT_TRUE(c.ok());
+  engine_.reset();  // the stream outlives the engine and ends
+  Collected cc = Collect(c->get());
+  EXPECT_TRUE(cc.finish == FinishReason::kAbort || cc.finish == FinishReason::kLength);
+}
+
+TEST_F(EngineTest, ManyRequestsUnderPressureAllFinishAndStatsAddUp) {
+  Start(Options(), 12);  // 192 tokens: fewer than 8 requests of up to ~60 tokens
+  std::vector<std::unique_ptr<RequestStream>> streams;
+  int64_t expected_tokens = 0;
+  for (int i = 0; i < 8; ++i) {
+    RequestInput in = Greedy(10 + i * 3, 5 + i * 4);
+    expected_tokens += in.max_tokens;
+    auto s = engine_->submit(in);
+    ASSERT_TRUE(s.ok());
+    streams.push_back(std::move(s).value());
+  }
+  int64_t got = 0;
+  for (auto& s : streams) {
+    Collected c = Collect(s.get());
+    EXPECT_EQ(c.finish, FinishReason::kLength);
+    got += static_cast<int64_t>(c.ids.size());
+  }
+  EXPECT_EQ(got, expected_tokens);
+  const EngineStats st = engine_->wait_until_idle();
+  EXPECT_EQ(st.num_generated_tokens_total, expected_tokens);
+  EXPECT_EQ(st.blocks_in_use, 0);
+  EXPECT_GT(st.num_steps, 0);
+}
+
+}  // namespace
+}  // namespace kvserve

@@ -1,0 +1,47 @@
+// ModelRunner: executes one scheduler step on the real model. Given a SchedulerOutput, the
+// scheduler (to read the requests) and the KvCacheManager (their block tables), it builds one
+// ForwardBatch, runs LlamaModel::Forward on the KV storage and samples one token for every
+// sequence that samples, with that request's own Sampler.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "kv/kv_cache_manager.h"
+#include "kv/kv_storage.h"
+#include "model/llama.h"
+#include "runtime/scheduler.h"
+#include "sampling/sampler.h"
+
+namespace kvserve {
+
+// Owns one Sampler per live request (created the first time the request is scheduled, from
+// its SamplingParams, so its seed decides its draws; kept across preemptions, dropped when the
+// scheduler reports the request finished) and the logits buffer. Does not own the model, the
+// storage or the pool, which must outlive it. Owns nothing of the scheduler. Engine thread
+// only, not thread-safe.
+class ModelRunner {
+ public:
+  ModelRunner(LlamaModel* model, KvStorage* storage, ThreadPool* pool);
+  ModelRunner(const ModelRunner&) = delete;
+  ModelRunner& operator=(const ModelRunner&) = delete;
+
+  // Runs the step. Errors (Status) when the forward pass fails (nothing sampled then).
+  StatusOr<ModelOutput> execute(const SchedulerOutput& out, const Scheduler& scheduler,
+                                const KvCacheManager& kv);
+
+  int64_t num_samplers() const { return static_cast<int64_t>(samplers_.size()); }
+
+ private:
+  LlamaModel* model_;
+  KvStorage* storage_;
+  ThreadPool* pool_;
+  std::unordered_map<SeqId, std::unique_ptr<Sampler>> samplers_;
+  std::vector<float> logits_;  // [num_logits, vocab_size]
+};
+
+}  // namespace kvserve
