@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_test_util.h"
 #include "cli/generate.h"
 #include "model/synthetic.h"
 
@@ -21,71 +22,13 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using testing::Ran;
+using testing::ReadFile;
+using testing::RunKv;
+using testing::TempDir;
 
 const std::string kAssets = KVSERVE_ASSETS_DIR;
 const std::string kStoriesDir = kAssets + "/models/stories260K";
-
-struct Ran {
-  int exit_code = -1;  // 128 + signal when killed by one
-  std::string out;
-  std::string err;
-};
-
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) {
-    if (c == '\'') {
-      q += "'\\''";
-    } else {
-      q += c;
-    }
-  }
-  return q + "'";
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/kvserve_cli_test_XXXXXX";
-    path_ = ::mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-Ran RunKv(const std::vector<std::string>& args) {
-  TempDir tmp;
-  std::string cmd = Quote(KVSERVE_BINARY);
-  for (const std::string& a : args) cmd += " " + Quote(a);
-  cmd += " 2>" + Quote(tmp.file("stderr"));
-  Ran r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(p);
-  if (WIFEXITED(status)) {
-    r.exit_code = WEXITSTATUS(status);
-  } else if (WIFSIGNALED(status)) {
-    r.exit_code = 128 + WTERMSIG(status);
-  }
-  r.err = ReadFile(tmp.file("stderr"));
-  return r;
-}
 
 bool HasStories() { return fs::exists(kStoriesDir + "/stories260K.bin"); }
 

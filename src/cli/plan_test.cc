@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_test_util.h"
 #include "model/gguf.h"
 #include "model/model_loader.h"
 #include "model/synthetic.h"
@@ -25,6 +26,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using testing::Ran;
+using testing::ReadFile;
+using testing::RunKv;
+using testing::TempDir;
 
 constexpr char kStandardLine[] = "KV per request (64000 tokens): 20.97 GB (19.53 GiB)";
 
@@ -56,33 +61,9 @@ const PlanDtypeRow& Row(const PlanResult& p, DType dtype) {
   return kNone;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/kvserve_plan_test_XXXXXX";
-    path_ = ::mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 void WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -578,35 +559,6 @@ TEST(PlanJsonTest, OneObjectWithTheFigures) {
 
 // ---------------------------------------------------------------------------------------------
 // The binary.
-
-struct Ran {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-Ran RunKv(const std::vector<std::string>& args) {
-  TempDir tmp;
-  std::string cmd = Quote(KVSERVE_BINARY);
-  for (const std::string& a : args) cmd += " " + Quote(a);
-  cmd += " 2>" + Quote(tmp.file("stderr"));
-  Ran r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(p);
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  r.err = ReadFile(tmp.file("stderr"));
-  return r;
-}
 
 TEST(KvservePlanTest, StandardFigure) {
   Ran r = RunKv(
