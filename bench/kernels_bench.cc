@@ -207,7 +207,9 @@ const PagedKvData& PagedData(const AttnGeometry& geo, DType dtype, int64_t conte
     switch (dtype) {
       case DType::kFp8E4M3: *dst = Fp32ToFp8E4M3(x * 100.0f); break;
       case DType::kFp8E5M2: *dst = Fp32ToFp8E5M2(x * 100.0f); break;
-      case DType::kI8: *dst = static_cast<uint8_t>(static_cast<int8_t>(std::clamp(x * 40.0f, -127.0f, 127.0f))); break;
+      case DType::kI8:
+        *dst = static_cast<uint8_t>(static_cast<int8_t>(std::clamp(x * 40.0f, -127.0f, 127.0f)));
+        break;
       default: QuantizeRow(dtype, &x, dst, 1);
     }
   }
