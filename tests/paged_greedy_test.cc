@@ -20,34 +20,16 @@
 #include "model/kv_calibration.h"
 #include "model/llama.h"
 #include "model/model_loader.h"
+#include "stories_reference.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvserve {
 namespace {
 
-constexpr TokenId kBos = 1;
-
-std::string StoriesDir() { return std::string(KVSERVE_ASSETS_DIR) + "/models/stories260K"; }
-
-struct Case {
-  std::vector<TokenId> prompt;  // with BOS
-  int64_t steps = 0;
-  std::vector<TokenId> ids_after_bos;
-};
-
-std::vector<Case> LoadCases() {
-  std::ifstream in(StoriesDir() + "/greedy_reference.json");
-  nlohmann::json j = nlohmann::json::parse(in);
-  std::vector<Case> cases;
-  for (const auto& c : j.at("cases")) {
-    Case x;
-    x.prompt = c.at("prompt_ids_with_bos").get<std::vector<TokenId>>();
-    x.steps = c.at("steps").get<int64_t>();
-    x.ids_after_bos = c.at("ids_after_bos").get<std::vector<TokenId>>();
-    cases.push_back(std::move(x));
-  }
-  return cases;
-}
+using stories::Case;
+using stories::kBos;
+using stories::LoadCases;
+using stories::StoriesDir;
 
 struct RunOptions {
   int64_t block_size = 16;

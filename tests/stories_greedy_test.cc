@@ -16,33 +16,15 @@
 #include "base/thread_pool.h"
 #include "model/llama.h"
 #include "model/model_loader.h"
+#include "stories_reference.h"
 
 namespace kvserve {
 namespace {
 
-constexpr TokenId kBos = 1;
-
-std::string StoriesDir() { return std::string(KVSERVE_ASSETS_DIR) + "/models/stories260K"; }
-
-struct Case {
-  std::vector<TokenId> prompt;  // with BOS
-  int64_t steps = 0;
-  std::vector<TokenId> ids_after_bos;
-};
-
-std::vector<Case> LoadCases() {
-  std::ifstream in(StoriesDir() + "/greedy_reference.json");
-  nlohmann::json j = nlohmann::json::parse(in);
-  std::vector<Case> cases;
-  for (const auto& c : j.at("cases")) {
-    Case x;
-    x.prompt = c.at("prompt_ids_with_bos").get<std::vector<TokenId>>();
-    x.steps = c.at("steps").get<int64_t>();
-    x.ids_after_bos = c.at("ids_after_bos").get<std::vector<TokenId>>();
-    cases.push_back(std::move(x));
-  }
-  return cases;
-}
+using stories::Case;
+using stories::kBos;
+using stories::LoadCases;
+using stories::StoriesDir;
 
 TokenId Argmax(const float* x, int64_t n) {
   return static_cast<TokenId>(std::max_element(x, x + n) - x);  // first maximum, as run.c
