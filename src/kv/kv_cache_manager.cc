@@ -243,6 +243,13 @@ int64_t KvCacheManager::num_sequences() const { return static_cast<int64_t>(impl
 
 const RadixCache& KvCacheManager::radix_cache() const { return impl_->tree; }
 
+KvMemoryStats KvCacheManager::memory_stats(const KvCacheSpec& spec) const {
+  std::vector<const BlockTable*> tables;
+  tables.reserve(impl_->seqs.size());
+  for (const auto& [id, seq] : impl_->seqs) tables.push_back(&seq.table);
+  return ComputeKvMemoryStats(spec, impl_->pool, tables);
+}
+
 KvCacheManagerStats KvCacheManager::stats() const {
   const Impl& im = *impl_;
   KvCacheManagerStats st;

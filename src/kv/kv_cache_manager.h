@@ -12,6 +12,7 @@
 #include "kv/block_pool.h"
 #include "kv/block_table.h"
 #include "kv/kv_spec.h"
+#include "kv/kv_stats.h"
 #include "kv/radix_cache.h"
 #include "tokenizer/vocab_spec.h"
 
@@ -124,6 +125,9 @@ class KvCacheManager {
   int64_t num_sequences() const;
 
   KvCacheManagerStats stats() const;
+  // Blocks, bytes and fragmentation of the live sequences' tables (ComputeKvMemoryStats).
+  // O(blocks in use).
+  KvMemoryStats memory_stats(const KvCacheSpec& spec) const;
   // The tree, for tests and diagnostics.
   const RadixCache& radix_cache() const;
   void check_invariants() const;

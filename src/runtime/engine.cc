@@ -58,6 +58,19 @@ bool RequestStream::Next(StreamEvent* event) {
   return true;
 }
 
+RequestStream::WaitResult RequestStream::NextFor(StreamEvent* event,
+                                                 std::chrono::milliseconds timeout) {
+  if (done_) return WaitResult::kDone;
+  std::unique_lock<std::mutex> lock(state_->mu);
+  if (!state_->cv.wait_for(lock, timeout, [&] { return !state_->events.empty(); })) {
+    return WaitResult::kTimeout;
+  }
+  *event = std::move(state_->events.front());
+  state_->events.pop_front();
+  if (event->finished()) done_ = true;
+  return WaitResult::kEvent;
+}
+
 StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, LlamaModel* model,
                                                  PagedKvCache* kv, ThreadPool* pool) {
   if (model == nullptr || kv == nullptr || kv->storage == nullptr) {
@@ -121,6 +134,9 @@ StatusOr<std::unique_ptr<RequestStream>> Engine::submit(RequestInput input) {
   }
   if (input.max_tokens < 1) return InvalidArgumentError("max_tokens must be >= 1");
   KV_RETURN_IF_ERROR(input.sampling.Validate());
+  if (input.logprobs < -1 || input.logprobs > kMaxLogprobs) {
+    return InvalidArgumentError("logprobs must be between 0 and " + std::to_string(kMaxLogprobs));
+  }
   Command c;
   c.kind = Command::kAdd;
   c.id = next_id_.fetch_add(1);
@@ -222,6 +238,13 @@ void Engine::step() {
                         [&] { return !inbox_->commands.empty() || inbox_->stopping; });
     return;
   }
+  const EngineClock::time_point now = EngineClock::now();
+  for (const ScheduledSeq& s : out.seqs) {
+    auto it = live_.find(s.id);
+    if (it != live_.end() && it->second.first_scheduled_time == EngineClock::time_point{}) {
+      it->second.first_scheduled_time = now;
+    }
+  }
   StatusOr<ModelOutput> model = runner_->execute(out, *scheduler_, *kv_);
   if (!model.ok()) {
     for (const ScheduledSeq& s : out.seqs) {
@@ -244,6 +267,8 @@ void Engine::publish(const RequestOutput& out) {
   Live& live = it->second;
   StreamEvent ev;
   ev.token_ids = out.new_token_ids;
+  ev.logprobs = out.logprobs;
+  ev.first_scheduled_time = live.first_scheduled_time;
   ev.num_cached_prompt_tokens = out.num_cached_prompt_tokens;
   num_generated_tokens_total_ += static_cast<int64_t>(out.new_token_ids.size());
   FinishReason finish = out.finish_reason;
@@ -300,6 +325,7 @@ void Engine::finish_stream(SeqId id, FinishReason reason, const std::string& err
   ev.finish_reason = reason;
   ev.error = error;
   ev.time = EngineClock::now();
+  ev.first_scheduled_time = it->second.first_scheduled_time;
   it->second.stream->push(std::move(ev));
   live_.erase(it);
 }
@@ -321,6 +347,9 @@ void Engine::publish_stats() {
   s.num_prompt_tokens_total = num_prompt_tokens_total_;
   s.num_generated_tokens_total = num_generated_tokens_total_;
   s.num_sequences_in_cache = kv_->num_sequences();
+  s.kv = ks;
+  s.memory = kv_->memory_stats(kv_cache_->spec);
+  s.clipped_values_total = kv_cache_->storage->quant_stats().total_clipped();
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_ = s;
 }

@@ -18,6 +18,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "kv/kv_cache_manager.h"
+#include "kv/kv_stats.h"
 #include "model/llama.h"
 #include "runtime/kv_cache_config.h"
 #include "runtime/model_runner.h"
@@ -42,11 +43,15 @@ struct EngineOptions {
 // One piece of a request's output, as the engine published it after a step.
 struct StreamEvent {
   std::vector<TokenId> token_ids;  // tokens sampled in this step (at most one today)
+  std::vector<SampledLogprobs> logprobs;  // one per token id, when the request asked
   std::string text;                // their text (with a tokenizer; stop strings trimmed)
   FinishReason finish_reason = FinishReason::kNone;  // kNone: more to come
   std::string error;                                 // with kError
   int64_t num_cached_prompt_tokens = 0;
   EngineClock::time_point time;  // when the engine published it
+  // When the request was first scheduled (left the waiting queue); set on every event after
+  // that, unset (epoch) when it never ran (e.g. aborted while waiting).
+  EngineClock::time_point first_scheduled_time;
   bool finished() const { return finish_reason != FinishReason::kNone; }
 };
 
@@ -65,6 +70,9 @@ struct EngineStats {
   int64_t num_prompt_tokens_total = 0;  // of requests admitted
   int64_t num_generated_tokens_total = 0;
   int64_t num_sequences_in_cache = 0;  // KvCacheManager sequences (0 when idle)
+  KvCacheManagerStats kv;              // the cache manager's counters (miss reasons, evictions)
+  KvMemoryStats memory;                // blocks, bytes and fragmentation right now
+  int64_t clipped_values_total = 0;    // fp8 KV values that saturated, all layers
 };
 
 namespace engine_internal {
@@ -110,6 +118,10 @@ class RequestStream {
   EngineClock::time_point submit_time() const { return submitted_; }
   // Next event; false once the final event has been returned.
   bool Next(StreamEvent* event);
+  enum class WaitResult { kEvent, kTimeout, kDone };
+  // Like Next() but waits at most `timeout` (kTimeout: nothing yet; kDone: the final event was
+  // returned before).
+  WaitResult NextFor(StreamEvent* event, std::chrono::milliseconds timeout);
   // True after the final event was returned by Next().
   bool finished() const { return done_; }
 
@@ -151,6 +163,7 @@ class Engine {
     size_t text_sent = 0;  // bytes of `text` already published
     size_t max_stop_len = 0;
     std::vector<std::string> stops;
+    EngineClock::time_point first_scheduled_time{};  // epoch until first scheduled
   };
   Engine(const EngineOptions& options, LlamaModel* model, PagedKvCache* kv, ThreadPool* pool);
   void loop();

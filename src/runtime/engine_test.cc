@@ -146,6 +146,37 @@ TEST_F(EngineTest, MaxTokensAndMaxModelLen) {
   ExpectAllBlocksBack();
 }
 
+TEST_F(EngineTest, LogprobsComeWithEachTokenAndDoNotChangeTheTokens) {
+  Start();
+  Collected plain = Run(Greedy(6));
+  RequestInput in = Greedy(6);
+  in.logprobs = 3;
+  auto s = engine_->submit(in);
+  ASSERT_TRUE(s.ok());
+  std::vector<TokenId> ids;
+  StreamEvent ev;
+  while ((*s)->Next(&ev)) {
+    ASSERT_EQ(ev.logprobs.size(), ev.token_ids.size());
+    for (size_t i = 0; i < ev.token_ids.size(); ++i) {
+      const SampledLogprobs& lp = ev.logprobs[i];
+      EXPECT_EQ(lp.sampled.token, ev.token_ids[i]);
+      EXPECT_LE(lp.sampled.logprob, 0.0f);
+      ASSERT_EQ(lp.top.size(), 3u);
+      // Greedy: the sampled token is the most likely one.
+      EXPECT_EQ(lp.rank, 1);
+      EXPECT_EQ(lp.top[0].token, ev.token_ids[i]);
+      EXPECT_GE(lp.top[0].logprob, lp.top[1].logprob);
+      EXPECT_GE(lp.top[1].logprob, lp.top[2].logprob);
+    }
+    ids.insert(ids.end(), ev.token_ids.begin(), ev.token_ids.end());
+    if (ev.finished()) EXPECT_NE(ev.first_scheduled_time, EngineClock::time_point{});
+  }
+  EXPECT_EQ(ids, plain.ids);
+  in.logprobs = kMaxLogprobs + 1;
+  EXPECT_FALSE(engine_->submit(in).ok());
+  ExpectAllBlocksBack();
+}
+
 TEST_F(EngineTest, StopTokenIdEndsAndIsKept) {
   Start();
   Collected full = Run(Greedy(12));

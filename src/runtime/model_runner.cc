@@ -48,7 +48,13 @@ StatusOr<ModelOutput> ModelRunner::execute(const SchedulerOutput& out, const Sch
       it = samplers_.emplace(s.id, std::make_unique<Sampler>(r->input().sampling)).first;
     }
     float* row = logits_.data() + static_cast<int64_t>(i) * vocab;
-    result.sampled[s.id] = it->second->Sample(row, vocab, r->prompt_ids(), r->output_ids());
+    const int32_t num_logprobs = r->input().logprobs;
+    if (num_logprobs >= 0) raw_row_.assign(row, row + vocab);  // Sample() changes the row
+    const TokenId token = it->second->Sample(row, vocab, r->prompt_ids(), r->output_ids());
+    result.sampled[s.id] = token;
+    if (num_logprobs >= 0) {
+      result.logprobs[s.id] = ComputeLogprobs(raw_row_.data(), vocab, token, num_logprobs);
+    }
   }
   return result;
 }

@@ -42,6 +42,7 @@ class ModelRunner {
   ThreadPool* pool_;
   std::unordered_map<SeqId, std::unique_ptr<Sampler>> samplers_;
   std::vector<float> logits_;  // [num_logits, vocab_size]
+  std::vector<float> raw_row_;  // a row before sampling changed it (for logprobs)
 };
 
 }  // namespace kvserve

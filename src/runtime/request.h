@@ -35,6 +35,9 @@ struct RequestInput {
   bool ignore_eos = false;
   int64_t priority = 0;             // lower runs first under priority scheduling (vLLM)
   std::string cache_salt;           // tenants with different salts never share KV blocks
+  // Log-probabilities returned with each output token: -1 none; 0 the sampled token's only;
+  // k in 1..kMaxLogprobs also the k most likely tokens.
+  int32_t logprobs = -1;
 };
 
 // One request: its input (immutable after creation) and its progress. Only the Scheduler

@@ -90,6 +90,10 @@ Status Scheduler::add_request(SeqId id, RequestInput input) {
     return InvalidArgumentError("max_tokens must be >= 1, got " + Num(input.max_tokens));
   }
   KV_RETURN_IF_ERROR(input.sampling.Validate());
+  if (input.logprobs < -1 || input.logprobs > kMaxLogprobs) {
+    return InvalidArgumentError("logprobs must be between 0 and " + Num(kMaxLogprobs) + ", got " +
+                                Num(input.logprobs));
+  }
   auto r = std::make_unique<Request>(id, std::move(input), next_arrival_seq_++);
   r->cache_namespace_ = CacheNamespace(config_.model_namespace, r->input().cache_salt);
   insert_waiting(r.get());
@@ -275,6 +279,9 @@ std::vector<RequestOutput> Scheduler::update(const SchedulerOutput& output,
     RequestOutput result;
     result.id = r->id();
     result.new_token_ids.push_back(token);
+    if (auto lp = model.logprobs.find(s.id); lp != model.logprobs.end()) {
+      result.logprobs.push_back(lp->second);
+    }
     result.num_cached_prompt_tokens = r->num_cached_prompt_tokens();
     const FinishReason reason = check_stop(r, token);
     if (reason != FinishReason::kNone) {

@@ -68,12 +68,15 @@ struct SchedulerOutput {
 // What the model runner produced for a step: one sampled token per sequence that sampled.
 struct ModelOutput {
   std::unordered_map<SeqId, TokenId> sampled;
+  // For the sequences that sampled and asked for logprobs (RequestInput::logprobs >= 0).
+  std::unordered_map<SeqId, SampledLogprobs> logprobs;
 };
 
 // What a step did to one request, for the engine to publish (stream tokens, end streams).
 struct RequestOutput {
   SeqId id = 0;
   std::vector<TokenId> new_token_ids;  // the token sampled in this step
+  std::vector<SampledLogprobs> logprobs;  // one per new token when the request asked for them
   FinishReason finish_reason = FinishReason::kNone;  // kNone: still running
   TokenId stop_token_id = kNoToken;    // the EOS / stop token that finished it (kept in output)
   int64_t num_cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache

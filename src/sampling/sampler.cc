@@ -1,5 +1,7 @@
 #include "sampling/sampler.h"
 
+#include "base/check.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -76,6 +78,42 @@ Status SamplingParams::Validate() const {
 }
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
+
+SampledLogprobs ComputeLogprobs(const float* logits, int64_t vocab_size, TokenId sampled,
+                                int32_t num_top) {
+  KV_CHECK(vocab_size > 0 && sampled >= 0 && sampled < vocab_size);
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < vocab_size; ++i) max_logit = std::max(max_logit, logits[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < vocab_size; ++i) sum += std::exp(static_cast<double>(logits[i] - max_logit));
+  const double log_z = static_cast<double>(max_logit) + std::log(sum);
+  auto logprob = [&](TokenId t) { return static_cast<float>(logits[t] - log_z); };
+
+  SampledLogprobs out;
+  out.sampled = {sampled, logprob(sampled)};
+  // Rank: 1 + tokens strictly more likely (ties ranked by id, as in the top list).
+  const float v = logits[sampled];
+  out.rank = 1;
+  for (int64_t i = 0; i < vocab_size; ++i) {
+    if (logits[i] > v || (logits[i] == v && i < sampled)) ++out.rank;
+  }
+  const int64_t k = std::min<int64_t>(std::max<int32_t>(num_top, 0), vocab_size);
+  if (k > 0) {
+    // Running top-k in a small sorted array: cheap for k <= kMaxLogprobs.
+    std::vector<TokenId> top;
+    top.reserve(static_cast<size_t>(k) + 1);
+    auto better = [&](TokenId a, TokenId b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    };
+    for (TokenId i = 0; i < vocab_size; ++i) {
+      if (static_cast<int64_t>(top.size()) == k && !better(i, top.back())) continue;
+      top.insert(std::upper_bound(top.begin(), top.end(), i, better), i);
+      if (static_cast<int64_t>(top.size()) > k) top.pop_back();
+    }
+    for (TokenId t : top) out.top.push_back({t, logprob(t)});
+  }
+  return out;
+}
 
 TokenId Sampler::Sample(float* logits, int64_t vocab_size,
                         const std::vector<TokenId>& prompt_tokens,

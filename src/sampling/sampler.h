@@ -26,6 +26,29 @@ struct SamplingParams {
   Status Validate() const;  // ranges as in the OpenAI / vLLM APIs
 };
 
+// Log-probability of one token under the model's raw distribution (log-softmax of the logits,
+// before penalties, temperature and truncation: what vLLM V1 returns by default).
+struct TokenLogprob {
+  TokenId token = kNoToken;
+  float logprob = 0.0f;
+};
+
+// The log-probabilities returned with one sampled token: its own (and its rank, 1 = the most
+// likely token) and the `logprobs` most likely tokens, most likely first.
+struct SampledLogprobs {
+  TokenLogprob sampled;
+  int64_t rank = 0;
+  std::vector<TokenLogprob> top;
+};
+
+// Most alternatives a request may ask for (vLLM's default max_logprobs is 20).
+inline constexpr int32_t kMaxLogprobs = 20;
+
+// Log-softmax of a raw logits row (vocab_size values, unchanged) evaluated for `sampled` and
+// for the num_top most likely tokens (ties: lower id first). O(vocab_size).
+SampledLogprobs ComputeLogprobs(const float* logits, int64_t vocab_size, TokenId sampled,
+                                int32_t num_top);
+
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);

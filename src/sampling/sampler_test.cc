@@ -6,6 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
+#include <algorithm>
+
 namespace kvserve {
 namespace {
 
@@ -307,6 +311,38 @@ TEST(SamplerTest, PenaltiesShiftTheSampledDistribution) {
     ++counts[static_cast<size_t>(s.Sample(l.data(), 3, kNone, output))];
   }
   EXPECT_LT(ChiSquare(counts, {1.0 / 3, 1.0 / 3, 1.0 / 3}), 20.0);  // df = 2, p = 0.00005
+}
+
+TEST(ComputeLogprobsTest, MatchesBruteForceLogSoftmaxAndSort) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int trial = 0; trial < 20; ++trial) {
+    const int64_t vocab = 1 + trial * 37;
+    std::vector<float> logits(static_cast<size_t>(vocab));
+    for (float& v : logits) v = normal(rng);
+    if (vocab > 4) logits[3] = logits[1];  // a tie: lower id first
+    double z = 0.0;
+    for (float v : logits) z += std::exp(static_cast<double>(v));
+    std::vector<TokenId> order(static_cast<size_t>(vocab));
+    for (TokenId i = 0; i < vocab; ++i) order[static_cast<size_t>(i)] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](TokenId a, TokenId b) { return logits[a] > logits[b]; });
+    const TokenId sampled = static_cast<TokenId>(trial % vocab);
+    const std::vector<float> before = logits;
+    SampledLogprobs lp = ComputeLogprobs(logits.data(), vocab, sampled, 5);
+    EXPECT_EQ(logits, before);  // unchanged
+    EXPECT_EQ(lp.sampled.token, sampled);
+    EXPECT_NEAR(lp.sampled.logprob, logits[sampled] - std::log(z), 1e-4);
+    const int64_t rank = std::find(order.begin(), order.end(), sampled) - order.begin() + 1;
+    EXPECT_EQ(lp.rank, rank);
+    ASSERT_EQ(static_cast<int64_t>(lp.top.size()), std::min<int64_t>(5, vocab));
+    for (size_t i = 0; i < lp.top.size(); ++i) {
+      EXPECT_EQ(lp.top[i].token, order[i]) << "trial " << trial << " position " << i;
+      EXPECT_NEAR(lp.top[i].logprob, logits[order[i]] - std::log(z), 1e-4);
+    }
+  }
+  std::vector<float> one = {1.0f, 2.0f};
+  EXPECT_TRUE(ComputeLogprobs(one.data(), 2, 0, 0).top.empty());
 }
 
 }  // namespace
