@@ -9,6 +9,8 @@ PACKAGES=(
   nlohmann-json3-dev                  # JSON
   libcli11-dev                        # command-line parsing
   libpcre2-dev                        # Unicode regexes for BPE pre-tokenizers
+  libcpp-httplib-dev                  # HTTP server (`kvserve serve`) and client (`bench serve`)
+  prometheus                          # promtool validates /metrics in tests
   python3
 )
 missing=()

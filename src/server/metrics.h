@@ -1,0 +1,99 @@
+// Prometheus text exposition (format 0.0.4) for `GET /metrics`: a writer for metric families
+// and a thread-safe histogram, plus ServerMetrics, the counters the HTTP side owns (request
+// outcomes, latency histograms, the recent prefix-cache hit rate). Engine-side numbers
+// (queues, KV blocks, prefix cache counters) come from EngineStats at scrape time.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kvserve {
+
+using MetricLabels = std::vector<std::pair<std::string, std::string>>;
+
+// Builds one exposition document. Each family is written once (HELP, TYPE, then its samples);
+// names get the writer's prefix. Label values are escaped. Not thread-safe (one per scrape).
+class PrometheusWriter {
+ public:
+  explicit PrometheusWriter(std::string prefix) : prefix_(std::move(prefix)) {}
+
+  // type: "counter", "gauge" or "histogram". Counter names should end in _total.
+  void family(const std::string& name, const std::string& type, const std::string& help);
+  // One sample of the family last declared (name may add a suffix: _bucket, _sum, _count).
+  void sample(const std::string& name, double value, const MetricLabels& labels = {});
+  // Shorthand: a family with one unlabelled sample.
+  void single(const std::string& name, const std::string& type, const std::string& help,
+              double value);
+
+  const std::string& text() const { return out_; }
+
+ private:
+  std::string prefix_;
+  std::string out_;
+};
+
+// Cumulative histogram with fixed upper bounds (seconds). Thread-safe.
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+  void observe(double value);
+  // Writes the family's _bucket (with le="+Inf"), _sum and _count samples.
+  void write(PrometheusWriter* w, const std::string& name) const;
+  int64_t count() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<double> bounds_;
+  std::vector<int64_t> counts_;  // per bucket (not cumulative); last = +Inf
+  double sum_ = 0.0;
+  int64_t count_ = 0;
+};
+
+// Prefix-cache hit rate over the most recent `window_requests` requests (prompt tokens served
+// from the cache over prompt tokens), so that the number stays meaningful when the server is
+// idle (no requests: it keeps describing the last ones). Thread-safe.
+class RecentHitRate {
+ public:
+  explicit RecentHitRate(int64_t window_requests) : window_(window_requests) {}
+  void record(int64_t prompt_tokens, int64_t cached_tokens);
+  // 0 before any request.
+  double rate() const;
+  int64_t window_requests() const { return window_; }
+
+ private:
+  mutable std::mutex mu_;
+  int64_t window_;
+  std::deque<std::pair<int64_t, int64_t>> recent_;  // (prompt tokens, cached tokens)
+  int64_t sum_prompt_ = 0;
+  int64_t sum_cached_ = 0;
+};
+
+// The HTTP side's own metrics. Thread-safe.
+struct ServerMetrics {
+  ServerMetrics();
+  // finished_reason: "stop", "length", "abort", "error".
+  void count_finished(const std::string& finished_reason);
+  void count_http_error(int status);
+  std::map<std::string, int64_t> finished() const;
+  std::map<int, int64_t> http_errors() const;
+
+  Histogram time_to_first_token_seconds;
+  Histogram inter_token_latency_seconds;
+  Histogram e2e_request_latency_seconds;
+  Histogram request_queue_time_seconds;
+  Histogram request_prompt_tokens;
+  Histogram request_generation_tokens;
+  RecentHitRate recent_hit_rate{1000};
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, int64_t> finished_;
+  std::map<int, int64_t> http_errors_;
+};
+
+}  // namespace kvserve

@@ -1,0 +1,372 @@
+#include "server/openai_api.h"
+
+#include <cmath>
+#include <limits>
+
+namespace kvserve::openai {
+namespace {
+
+// Field readers: absent or null leaves *out unchanged; a wrong type or range is an error that
+// names the field.
+class Reader {
+ public:
+  Reader(const Json& body, ParamError* error) : body_(body), error_(error) {}
+
+  bool has(const char* key) const { return body_.contains(key) && !body_.at(key).is_null(); }
+  const Json& at(const char* key) const { return body_.at(key); }
+
+  Status fail(const std::string& param, const std::string& message) {
+    if (error_ != nullptr) *error_ = {param, message};
+    return InvalidArgumentError(message);
+  }
+
+  Status Bool(const char* key, bool* out) {
+    if (!has(key)) return OkStatus();
+    if (!at(key).is_boolean()) return fail(key, std::string("'") + key + "' must be a boolean");
+    *out = at(key).get<bool>();
+    return OkStatus();
+  }
+  Status Int(const char* key, int64_t lo, int64_t hi, int64_t* out) {
+    if (!has(key)) return OkStatus();
+    const Json& v = at(key);
+    int64_t x = 0;
+    if (v.is_number_integer()) {
+      x = v.get<int64_t>();
+    } else if (v.is_number_float() && std::isfinite(v.get<double>()) &&
+               v.get<double>() == std::floor(v.get<double>()) &&
+               std::fabs(v.get<double>()) < 9e15) {
+      x = static_cast<int64_t>(v.get<double>());
+    } else {
+      return fail(key, std::string("'") + key + "' must be an integer");
+    }
+    if (x < lo || x > hi) {
+      return fail(key, std::string("'") + key + "' must be between " + std::to_string(lo) +
+                           " and " + std::to_string(hi) + ", got " + std::to_string(x));
+    }
+    *out = x;
+    return OkStatus();
+  }
+  Status Float(const char* key, double lo, double hi, float* out) {
+    if (!has(key)) return OkStatus();
+    const Json& v = at(key);
+    if (!v.is_number()) return fail(key, std::string("'") + key + "' must be a number");
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || x < lo || x > hi) {
+      return fail(key, std::string("'") + key + "' must be between " + Fmt(lo) + " and " +
+                           Fmt(hi) + ", got " + Fmt(x));
+    }
+    *out = static_cast<float>(x);
+    return OkStatus();
+  }
+  Status String(const char* key, std::string* out) {
+    if (!has(key)) return OkStatus();
+    if (!at(key).is_string()) return fail(key, std::string("'") + key + "' must be a string");
+    *out = at(key).get<std::string>();
+    return OkStatus();
+  }
+  Status TokenIds(const char* key, std::vector<TokenId>* out) {
+    if (!has(key)) return OkStatus();
+    const Json& v = at(key);
+    if (!v.is_array()) return fail(key, std::string("'") + key + "' must be an array of token ids");
+    for (const Json& t : v) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+          t.get<int64_t>() > std::numeric_limits<TokenId>::max()) {
+        return fail(key, std::string("'") + key + "' must hold non-negative integer token ids");
+      }
+      out->push_back(static_cast<TokenId>(t.get<int64_t>()));
+    }
+    return OkStatus();
+  }
+
+  static std::string Fmt(double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", x);
+    return buf;
+  }
+
+ private:
+  const Json& body_;
+  ParamError* error_;
+};
+
+// Fields shared by both endpoints. max_tokens_keys: the names that set max_tokens.
+Status ParseGenerationParams(const Json& body, Reader& r, bool chat, GenerationParams* p) {
+  KV_RETURN_IF_ERROR(r.String("model", &p->model));
+  KV_RETURN_IF_ERROR(r.Int("n", 1, kMaxN, &p->n));
+  int64_t best_of = p->n;
+  KV_RETURN_IF_ERROR(r.Int("best_of", 1, kMaxN, &best_of));
+  if (best_of != p->n) return r.fail("best_of", "'best_of' other than n is not supported");
+  int64_t max_tokens = -1;
+  KV_RETURN_IF_ERROR(r.Int("max_tokens", 1, std::numeric_limits<int32_t>::max(), &max_tokens));
+  if (chat) {
+    KV_RETURN_IF_ERROR(r.Int("max_completion_tokens", 1, std::numeric_limits<int32_t>::max(),
+                             &max_tokens));
+  }
+  if (max_tokens > 0) p->max_tokens = max_tokens;
+
+  SamplingParams& s = p->sampling;
+  KV_RETURN_IF_ERROR(r.Float("temperature", 0.0, 100.0, &s.temperature));
+  KV_RETURN_IF_ERROR(r.Float("top_p", 1e-9, 1.0, &s.top_p));
+  int64_t top_k = 0;
+  KV_RETURN_IF_ERROR(r.Int("top_k", -1, std::numeric_limits<int32_t>::max(), &top_k));
+  s.top_k = static_cast<int32_t>(top_k);
+  KV_RETURN_IF_ERROR(r.Float("min_p", 0.0, 1.0, &s.min_p));
+  KV_RETURN_IF_ERROR(r.Float("presence_penalty", -2.0, 2.0, &s.presence_penalty));
+  KV_RETURN_IF_ERROR(r.Float("frequency_penalty", -2.0, 2.0, &s.frequency_penalty));
+  KV_RETURN_IF_ERROR(r.Float("repetition_penalty", 1e-6, 100.0, &s.repetition_penalty));
+  if (r.has("seed")) {
+    int64_t seed = 0;
+    KV_RETURN_IF_ERROR(r.Int("seed", std::numeric_limits<int64_t>::min(),
+                             std::numeric_limits<int64_t>::max(), &seed));
+    s.seed = static_cast<uint64_t>(seed);
+    p->seed_given = true;
+  }
+
+  if (r.has("stop")) {
+    const Json& v = r.at("stop");
+    if (v.is_string()) {
+      if (!v.get<std::string>().empty()) p->stop.push_back(v.get<std::string>());
+    } else if (v.is_array()) {
+      for (const Json& x : v) {
+        if (!x.is_string()) return r.fail("stop", "'stop' must be a string or an array of strings");
+        if (!x.get<std::string>().empty()) p->stop.push_back(x.get<std::string>());
+      }
+    } else {
+      return r.fail("stop", "'stop' must be a string or an array of strings");
+    }
+  }
+  KV_RETURN_IF_ERROR(r.TokenIds("stop_token_ids", &p->stop_token_ids));
+
+  if (chat) {
+    bool logprobs = false;
+    KV_RETURN_IF_ERROR(r.Bool("logprobs", &logprobs));
+    int64_t top = 0;
+    KV_RETURN_IF_ERROR(r.Int("top_logprobs", 0, kMaxLogprobs, &top));
+    if (r.has("top_logprobs") && !logprobs) {
+      return r.fail("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    }
+    if (logprobs) p->logprobs = static_cast<int32_t>(top);
+  } else {
+    int64_t logprobs = -1;
+    KV_RETURN_IF_ERROR(r.Int("logprobs", 0, kMaxLogprobs, &logprobs));
+    p->logprobs = static_cast<int32_t>(logprobs);
+  }
+
+  KV_RETURN_IF_ERROR(r.Bool("stream", &p->stream));
+  if (r.has("stream_options")) {
+    const Json& so = r.at("stream_options");
+    if (!so.is_object()) return r.fail("stream_options", "'stream_options' must be an object");
+    if (!p->stream) {
+      return r.fail("stream_options", "'stream_options' is only allowed with 'stream': true");
+    }
+    Reader sr(so, nullptr);
+    Status st = sr.Bool("include_usage", &p->include_usage);
+    if (!st.ok()) return r.fail("stream_options.include_usage", st.message());
+  }
+  KV_RETURN_IF_ERROR(r.Bool("ignore_eos", &p->ignore_eos));
+  KV_RETURN_IF_ERROR(r.Int("priority", std::numeric_limits<int32_t>::min(),
+                           std::numeric_limits<int32_t>::max(), &p->priority));
+  KV_RETURN_IF_ERROR(r.String("cache_salt", &p->cache_salt));
+  if (r.has("cache_salt") && p->cache_salt.empty()) {
+    return r.fail("cache_salt", "'cache_salt' must not be empty");
+  }
+  if (r.has("response_format")) {
+    const Json& rf = r.at("response_format");
+    if (!rf.is_object() || !rf.contains("type") || rf["type"] != "text") {
+      return r.fail("response_format", "only 'response_format': {\"type\": \"text\"} is supported");
+    }
+  }
+  return OkStatus();
+}
+
+Status CheckObject(const Json& body, ParamError* error) {
+  if (!body.is_object()) {
+    if (error != nullptr) *error = {"", "the request body must be a JSON object"};
+    return InvalidArgumentError("the request body must be a JSON object");
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+StatusOr<CompletionRequest> ParseCompletionRequest(const Json& body, ParamError* error) {
+  KV_RETURN_IF_ERROR(CheckObject(body, error));
+  Reader r(body, error);
+  CompletionRequest req;
+  KV_RETURN_IF_ERROR(ParseGenerationParams(body, r, /*chat=*/false, &req.params));
+  KV_RETURN_IF_ERROR(r.Bool("echo", &req.echo));
+  if (req.echo) return r.fail("echo", "'echo' is not supported");
+  if (r.has("suffix")) return r.fail("suffix", "'suffix' is not supported");
+  if (!r.has("prompt")) return r.fail("prompt", "'prompt' is required");
+  const Json& p = r.at("prompt");
+  const char* kShape =
+      "'prompt' must be a string, an array of token ids, or an array of strings or of token-id "
+      "arrays";
+  auto ids_of = [&](const Json& arr, PromptInput* out) -> Status {
+    for (const Json& t : arr) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+          t.get<int64_t>() > std::numeric_limits<TokenId>::max()) {
+        return r.fail("prompt", kShape);
+      }
+      out->ids.push_back(static_cast<TokenId>(t.get<int64_t>()));
+    }
+    return OkStatus();
+  };
+  if (p.is_string()) {
+    req.prompts.push_back({p.get<std::string>(), {}});
+  } else if (p.is_array() && !p.empty() && p[0].is_number()) {
+    PromptInput in;
+    KV_RETURN_IF_ERROR(ids_of(p, &in));
+    req.prompts.push_back(std::move(in));
+  } else if (p.is_array() && !p.empty()) {
+    for (const Json& x : p) {
+      if (x.is_string()) {
+        req.prompts.push_back({x.get<std::string>(), {}});
+      } else if (x.is_array()) {
+        PromptInput in;
+        KV_RETURN_IF_ERROR(ids_of(x, &in));
+        req.prompts.push_back(std::move(in));
+      } else {
+        return r.fail("prompt", kShape);
+      }
+    }
+  } else {
+    return r.fail("prompt", p.is_array() ? "'prompt' must not be empty" : kShape);
+  }
+  for (const PromptInput& in : req.prompts) {
+    if (in.text.has_value() ? in.text->empty() : in.ids.empty()) {
+      return r.fail("prompt", "'prompt' must not be empty");
+    }
+  }
+  if (static_cast<int64_t>(req.prompts.size()) * req.params.n > kMaxN) {
+    return r.fail("n", "prompts x n must be at most " + std::to_string(kMaxN));
+  }
+  return req;
+}
+
+StatusOr<ChatRequest> ParseChatRequest(const Json& body, ParamError* error) {
+  KV_RETURN_IF_ERROR(CheckObject(body, error));
+  Reader r(body, error);
+  ChatRequest req;
+  KV_RETURN_IF_ERROR(ParseGenerationParams(body, r, /*chat=*/true, &req.params));
+  if (!r.has("messages")) return r.fail("messages", "'messages' is required");
+  const Json& msgs = r.at("messages");
+  if (!msgs.is_array() || msgs.empty()) {
+    return r.fail("messages", "'messages' must be a non-empty array");
+  }
+  req.messages = Json::array();
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    const Json& m = msgs[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return r.fail(where, where + " must be an object");
+    if (!m.contains("role") || !m["role"].is_string()) {
+      return r.fail(where + ".role", where + ".role must be a string");
+    }
+    const std::string role = m["role"].get<std::string>();
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool" &&
+        role != "developer" && role != "function") {
+      return r.fail(where + ".role", where + ".role '" + role + "' is not one of system, "
+                    "developer, user, assistant, tool");
+    }
+    Json copy = m;
+    if (m.contains("content")) {
+      const Json& c = m["content"];
+      if (c.is_array()) {
+        // Content parts: only text parts can be rendered; join them.
+        std::string text;
+        for (const Json& part : c) {
+          if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+              !part["text"].is_string()) {
+            return r.fail(where + ".content",
+                          where + ".content: only text parts ({\"type\": \"text\"}) are supported");
+          }
+          text += part["text"].get<std::string>();
+        }
+        copy["content"] = text;
+      } else if (!c.is_string() && !c.is_null()) {
+        return r.fail(where + ".content", where + ".content must be a string or an array of parts");
+      }
+    } else if (role != "assistant") {
+      return r.fail(where + ".content", where + ".content is required");
+    }
+    req.messages.push_back(std::move(copy));
+  }
+  if (r.has("tools")) {
+    if (!r.at("tools").is_array()) return r.fail("tools", "'tools' must be an array");
+    req.tools = r.at("tools");
+  }
+  KV_RETURN_IF_ERROR(r.Bool("add_generation_prompt", &req.add_generation_prompt));
+  if (r.has("chat_template_kwargs")) {
+    if (!r.at("chat_template_kwargs").is_object()) {
+      return r.fail("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    }
+    req.chat_template_kwargs = r.at("chat_template_kwargs");
+  }
+  return req;
+}
+
+Json ErrorBody(int http_status, const std::string& message, const std::string& param,
+               const std::string& code) {
+  std::string type = "server_error";
+  if (http_status == 400 || http_status == 413 || http_status == 422) type = "invalid_request_error";
+  if (http_status == 401) type = "authentication_error";
+  if (http_status == 404) type = "not_found_error";
+  if (http_status == 503) type = "service_unavailable";
+  Json e = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
+  if (!param.empty()) e["param"] = param;
+  if (!code.empty()) e["code"] = code;
+  return Json{{"error", e}};
+}
+
+Json Usage(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
+  return Json{{"prompt_tokens", prompt_tokens},
+              {"completion_tokens", completion_tokens},
+              {"total_tokens", prompt_tokens + completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
+}
+
+namespace {
+Json Bytes(const std::string& s) {
+  Json b = Json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+double Logprob(float lp) {
+  // JSON has no -inf; clamp as vLLM does.
+  return std::isfinite(lp) ? static_cast<double>(lp) : -9999.0;
+}
+}  // namespace
+
+Json ChatLogprobEntry(const TokenText& sampled, const std::vector<TokenText>& top) {
+  Json tops = Json::array();
+  for (const TokenText& t : top) {
+    tops.push_back({{"token", t.text}, {"logprob", Logprob(t.logprob)}, {"bytes", Bytes(t.text)}});
+  }
+  return Json{{"token", sampled.text},
+              {"logprob", Logprob(sampled.logprob)},
+              {"bytes", Bytes(sampled.text)},
+              {"top_logprobs", tops}};
+}
+
+void CompletionLogprobs::add(const TokenText& sampled, const std::vector<TokenText>& top,
+                             int64_t text_offset) {
+  tokens_.push_back(sampled.text);
+  token_logprobs_.push_back(Logprob(sampled.logprob));
+  Json tops = Json::object();
+  for (const TokenText& t : top) {
+    if (!tops.contains(t.text)) tops[t.text] = Logprob(t.logprob);
+  }
+  top_logprobs_.push_back(tops);
+  text_offset_.push_back(text_offset);
+}
+
+Json CompletionLogprobs::json() const {
+  return Json{{"tokens", tokens_},
+              {"token_logprobs", token_logprobs_},
+              {"top_logprobs", top_logprobs_},
+              {"text_offset", text_offset_}};
+}
+
+}  // namespace kvserve::openai

@@ -1,0 +1,107 @@
+// The OpenAI API's request bodies, parsed and validated into plain structs, and the JSON shapes
+// of its responses (completions, chat completions, their stream chunks, errors). No HTTP and
+// no engine here: server.cc glues them together.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "sampling/sampler.h"
+#include "tokenizer/vocab_spec.h"
+
+namespace kvserve::openai {
+
+using Json = nlohmann::json;
+
+// Serializes without throwing on invalid UTF-8 (a token's bytes may be part of a character):
+// such bytes become U+FFFD.
+std::string Dump(const Json& j);
+
+// A request parameter the client got wrong: a Status (InvalidArgument) whose message names it.
+// `param` is reported in the error object.
+struct ParamError {
+  std::string param;
+  std::string message;
+};
+
+// The sampling and stopping fields shared by /v1/completions and /v1/chat/completions.
+struct GenerationParams {
+  std::string model;                   // may be empty (then the served model)
+  int64_t n = 1;                       // choices per prompt, 1..kMaxN
+  std::optional<int64_t> max_tokens;   // max_tokens / max_completion_tokens
+  SamplingParams sampling;
+  bool seed_given = false;             // else each request draws a random seed
+  std::vector<std::string> stop;       // strings (string or array in the body)
+  std::vector<TokenId> stop_token_ids;
+  int32_t logprobs = -1;               // -1 off; else top alternatives (0..kMaxLogprobs)
+  bool stream = false;
+  bool include_usage = false;          // stream_options.include_usage
+  bool ignore_eos = false;
+  int64_t priority = 0;
+  std::string cache_salt;
+};
+inline constexpr int64_t kMaxN = 128;
+
+// One prompt of /v1/completions: text, or token ids used as they are.
+struct PromptInput {
+  std::optional<std::string> text;
+  std::vector<TokenId> ids;
+};
+
+struct CompletionRequest {
+  GenerationParams params;
+  std::vector<PromptInput> prompts;  // a string, an array of ids, or an array of either
+  bool echo = false;
+};
+
+struct ChatRequest {
+  GenerationParams params;
+  Json messages;  // array of {role, content, ...}; content strings or text parts are joined
+  Json tools;     // null when absent
+  bool add_generation_prompt = true;
+  Json chat_template_kwargs;  // object or null
+};
+
+// Parse and validate (types, ranges, required fields). Unknown fields are ignored, as the
+// OpenAI API ignores them; fields we cannot honour (e.g. best_of > n) are errors.
+StatusOr<CompletionRequest> ParseCompletionRequest(const Json& body, ParamError* error);
+StatusOr<ChatRequest> ParseChatRequest(const Json& body, ParamError* error);
+
+// {"error": {"message", "type", "param", "code"}}. type is derived from the HTTP status:
+// 400 invalid_request_error, 401 authentication_error, 404 not_found_error, 503
+// service_unavailable, others server_error.
+Json ErrorBody(int http_status, const std::string& message, const std::string& param = "",
+               const std::string& code = "");
+
+// usage: {"prompt_tokens", "completion_tokens", "total_tokens",
+// "prompt_tokens_details": {"cached_tokens"}}.
+Json Usage(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens);
+
+// A token's logprob entry for chat ({"token", "logprob", "bytes", "top_logprobs"}).
+struct TokenText {
+  TokenId id = kNoToken;
+  std::string text;  // the token's bytes
+  float logprob = 0.0f;
+};
+Json ChatLogprobEntry(const TokenText& sampled, const std::vector<TokenText>& top);
+
+// Completions logprobs, accumulated token by token.
+class CompletionLogprobs {
+ public:
+  void add(const TokenText& sampled, const std::vector<TokenText>& top, int64_t text_offset);
+  Json json() const;
+  bool empty() const { return tokens_.empty(); }
+
+ private:
+  Json tokens_ = Json::array();
+  Json token_logprobs_ = Json::array();
+  Json top_logprobs_ = Json::array();
+  Json text_offset_ = Json::array();
+};
+
+}  // namespace kvserve::openai

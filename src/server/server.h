@@ -1,0 +1,127 @@
+// OpenAiServer: the HTTP front end of `kvserve serve`. OpenAI-compatible endpoints
+// (/v1/completions, /v1/chat/completions, /v1/models), vLLM's extras (/tokenize, /detokenize,
+// /health) and Prometheus /metrics, on cpp-httplib's thread pool; every generation request
+// becomes one engine request per choice (n), streamed back as server-sent events or gathered.
+//
+// Robustness: bad input gets an OpenAI error object (400; 401 for a missing or wrong API key;
+// 503 when the queue is full or the server is shutting down); a client that disconnects
+// mid-stream has its requests aborted (their KV blocks return); Shutdown() drains in-flight
+// requests, aborts what is left after a timeout and stops the listener.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "base/status.h"
+#include "kv/kv_storage.h"
+#include "runtime/engine.h"
+#include "server/metrics.h"
+#include "server/openai_api.h"
+#include "tokenizer/tokenizer.h"
+
+namespace httplib {
+class Server;
+class Request;
+class Response;
+}  // namespace httplib
+
+namespace kvserve {
+
+// Facts about the KV cache fixed at start-up (for /metrics).
+struct KvCacheInfo {
+  std::string dtype;  // "f32", "fp8_e4m3", ...
+  int64_t block_size = 0;
+  int64_t num_blocks = 0;
+  int64_t bytes_per_token = 0;
+  int64_t num_layers = 0;
+  int64_t num_kv_heads = 0;
+  KvScales scales;  // fp8 per-layer, per-head scales (empty otherwise)
+};
+
+// Renders a chat request's messages (and tools) into the prompt text, with the model's chat
+// template. Called from HTTP threads: must be thread-safe.
+using ChatRenderer = std::function<StatusOr<std::string>(const openai::ChatRequest&)>;
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;                 // 0: any free port (see OpenAiServer::port())
+  std::string api_key;             // empty: no authentication
+  std::string served_model_name;   // the model name requests must use (or omit)
+  // Requests beyond the ones the engine runs at once (max_num_seqs) that may wait; more get
+  // 503. Counted in engine requests (a request with n = 4 counts 4).
+  int64_t max_queue_len = 256;
+  int64_t max_request_body_bytes = 32 << 20;
+  double shutdown_timeout_s = 30.0;  // Shutdown(): how long in-flight requests may finish
+  ChatRenderer render_chat;          // required for /v1/chat/completions
+  KvCacheInfo kv;
+};
+
+// Owns the HTTP server and its metrics; borrows the engine and the tokenizer (must outlive it).
+// Bind() then Run() (blocks) on one thread; Shutdown() from any other thread (e.g. a signal
+// watcher). Handlers run on the HTTP thread pool and talk to the engine only through its
+// thread-safe submit/abort/stats.
+class OpenAiServer {
+ public:
+  OpenAiServer(ServerOptions options, Engine* engine, const Tokenizer* tokenizer);
+  ~OpenAiServer();
+  OpenAiServer(const OpenAiServer&) = delete;
+  OpenAiServer& operator=(const OpenAiServer&) = delete;
+
+  // Binds the listening socket (errors: address in use, bad host).
+  Status Bind();
+  int port() const { return port_; }
+  std::string url() const;
+  // Serves until Shutdown(). Returns an error when the listener failed.
+  Status Run();
+  // Stops taking requests (new ones get 503), lets in-flight requests finish for up to
+  // shutdown_timeout_s, aborts the rest, then stops the listener so that Run() returns.
+  // Thread-safe; later calls do nothing.
+  void Shutdown();
+
+  // Engine requests admitted and not yet finished (for tests).
+  int64_t num_in_flight() const { return in_flight_.load(); }
+  // The /metrics document.
+  std::string RenderMetrics() const;
+
+ private:
+  struct Generation;
+  friend struct Generation;
+
+  void install_routes();
+  bool authorized(const httplib::Request& req, httplib::Response& res);
+  void reply_error(httplib::Response& res, int status, const std::string& message,
+                   const std::string& param = "", const std::string& code = "");
+  void handle_generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  void handle_tokenize(const httplib::Request& req, httplib::Response& res);
+  void handle_detokenize(const httplib::Request& req, httplib::Response& res);
+  void handle_models(httplib::Response& res);
+  // Admission: reserves `n` in-flight slots or returns false (queue full / draining).
+  bool try_admit(int64_t n, std::string* why);
+  void release(int64_t n);
+  void track(SeqId id);
+  void untrack(SeqId id);
+
+  ServerOptions options_;
+  Engine* engine_;
+  const Tokenizer* tokenizer_;
+  std::unique_ptr<httplib::Server> http_;
+  int port_ = 0;
+  int64_t max_in_flight_ = 0;
+  int64_t created_unix_ = 0;
+  ServerMetrics metrics_;
+
+  std::atomic<int64_t> in_flight_{0};
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> shut_down_{false};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;  // in_flight_ changed
+  std::set<SeqId> live_ids_;    // engine requests of in-flight HTTP requests
+};
+
+}  // namespace kvserve
