@@ -12,6 +12,7 @@ PACKAGES=(
   libcpp-httplib-dev                  # HTTP server (`kvserve serve`) and client (`bench serve`)
   prometheus                          # promtool validates /metrics in tests
   python3
+  python3-jinja2                      # reference renderer for the chat template tests
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

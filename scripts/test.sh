@@ -8,6 +8,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 scripts/build.sh
 # Test-only llama.cpp reference for tests/llamacpp_compat_test.sh (~85 MB; skips when offline).
 scripts/setup_llamacpp.sh || true
+# The openai npm package for the `kvserve serve` end-to-end test (tests/e2e; fails without it).
+scripts/setup_e2e.sh || echo "test.sh: setup_e2e failed: the serve_e2e test will fail"
 if [[ "${KVSERVE_SANITIZERS:-1}" != 0 ]]; then
   echo "test.sh: ASan + UBSan pass (build-asan)"
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKVSERVE_SANITIZE=ON \

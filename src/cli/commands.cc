@@ -86,6 +86,7 @@ void AddGenerateCommand(CLI::App& app, int* exit_code) {
 }
 
 void AddAllCommands(CLI::App& app, int* exit_code) {
+  AddServeCommand(app, exit_code);
   AddGenerateCommand(app, exit_code);
   AddTokenizeCommand(app, exit_code);
   AddMkmodelCommand(app, exit_code);
@@ -93,6 +94,8 @@ void AddAllCommands(CLI::App& app, int* exit_code) {
   AddPlanCommand(app, exit_code);
   AddEvalCommand(app, exit_code);
   AddSimCommand(app, exit_code);
+  AddTemplateCommand(app, exit_code);
+  AddBenchCommand(app, exit_code);
 }
 
 int RunKvserve(int argc, const char* const* argv) {

@@ -13,6 +13,13 @@ void AddMkmodelCommand(CLI::App& app, int* exit_code);
 void AddConvertCommand(CLI::App& app, int* exit_code);
 // `kvserve eval perplexity` (cli/eval.cc).
 void AddEvalCommand(CLI::App& app, int* exit_code);
+// `kvserve template`: renders a chat template (cli/template_cmd.cc).
+void AddTemplateCommand(CLI::App& app, int* exit_code);
+// `kvserve bench serve` (cli/bench_serve.cc): load generator for OpenAI-compatible servers.
+void AddBenchCommand(CLI::App& app, int* exit_code);
+
+// `kvserve serve`: the OpenAI-compatible HTTP server (cli/serve.cc).
+void AddServeCommand(CLI::App& app, int* exit_code);
 
 // Builds the whole `kvserve` app (all subcommands); used by main() and tests.
 void AddAllCommands(CLI::App& app, int* exit_code);

@@ -1,5 +1,7 @@
 #include "kv/kv_storage.h"
 
+#include <cstring>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -27,6 +29,22 @@ int64_t KvQuantStats::total_clipped() const {
 }
 
 void KvStorage::AlignedFree::operator()(void* p) const { std::free(p); }
+
+void KvStorage::CommitMemory() {
+  const int64_t slots = num_blocks_ * spec_.block_size;
+  const size_t page_bytes =
+      static_cast<size_t>(slots * spec_.num_kv_heads * spec_.head_dim * spec_.value_bytes());
+  const size_t scale_bytes =
+      spec_.dtype == DType::kI8 ? static_cast<size_t>(slots * spec_.num_kv_heads * 4) : 0;
+  for (Layer& layer : layers_) {
+    std::memset(layer.k.get(), 0, page_bytes);
+    std::memset(layer.v.get(), 0, page_bytes);
+    if (scale_bytes > 0) {
+      std::memset(layer.k_scales.get(), 0, scale_bytes);
+      std::memset(layer.v_scales.get(), 0, scale_bytes);
+    }
+  }
+}
 
 namespace {
 

@@ -56,6 +56,10 @@ class KvStorage {
   int64_t num_slots() const { return num_blocks_ * spec_.block_size; }
   // Bytes of pages and scales over all layers.
   int64_t total_bytes() const { return total_bytes_; }
+  // Writes zeros over every page and scale so that the OS commits the memory now (pages are
+  // allocated uncommitted). A server calls it at start-up: its resident size is then stable
+  // from the first request on, and a budget the machine cannot back fails at start-up.
+  void CommitMemory();
 
   // fp8: installs per-layer, per-head scales (each > 0 and finite). Other dtypes: error.
   Status SetScales(KvScales scales);

@@ -338,6 +338,7 @@ void Engine::publish_stats() {
   s.num_waiting = ss.num_waiting;
   s.num_steps = ss.num_steps;
   s.num_preemptions_total = ss.num_preemptions_total;
+  s.num_prefix_deferrals_total = ss.num_prefix_deferrals_total;
   s.num_blocks = ks.num_blocks;
   s.blocks_in_use = ks.blocks_in_use;
   s.blocks_cached = ks.blocks_cached;

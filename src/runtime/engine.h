@@ -61,6 +61,7 @@ struct EngineStats {
   int64_t num_waiting = 0;
   int64_t num_steps = 0;
   int64_t num_preemptions_total = 0;
+  int64_t num_prefix_deferrals_total = 0;  // see SchedulerStats
   int64_t num_blocks = 0;
   int64_t blocks_in_use = 0;  // held by sequences
   int64_t blocks_cached = 0;  // held only by the prefix cache

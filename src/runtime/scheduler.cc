@@ -1,6 +1,9 @@
 #include "runtime/scheduler.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <string>
 #include <unordered_set>
 #include <utility>
 
@@ -21,6 +24,27 @@ std::string CacheNamespace(const std::string& model_namespace, const std::string
 
 bool Contains(const std::vector<TokenId>& ids, TokenId token) {
   return std::find(ids.begin(), ids.end(), token) != ids.end();
+}
+
+uint64_t Mix(uint64_t x) {  // splitmix64 finalizer
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Hashes of the prefixes made of full blocks 0..i of `tokens` under `ns`, for i < num_blocks:
+// out[i] identifies (namespace, tokens[0, (i + 1) * block_size)).
+void PrefixBlockHashes(const std::string& ns, const std::vector<TokenId>& tokens,
+                       int64_t block_size, int64_t num_blocks, std::vector<uint64_t>* out) {
+  out->clear();
+  uint64_t h = Mix(std::hash<std::string>{}(ns));
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    for (int64_t i = b * block_size; i < (b + 1) * block_size; ++i) {
+      h = Mix(h ^ static_cast<uint32_t>(tokens[static_cast<size_t>(i)]));
+    }
+    out->push_back(h);
+  }
 }
 
 }  // namespace
@@ -201,13 +225,48 @@ SchedulerOutput Scheduler::schedule() {
   }
 
   // 2. Waiting requests, unless memory was short this step.
-  while (!preempted_any && !waiting_.empty() && budget_tokens > 0 &&
+  // In-flight prefixes: the full prompt blocks that running requests are still computing (not
+  // yet in the prefix cache). A waiting request whose next uncached block is one of them is
+  // skipped for this step, so that it reuses that KV once committed instead of computing the
+  // same blocks again beside it (e.g. many requests with one new system prompt arriving
+  // together). It cannot starve: the running request makes progress every step, and once it
+  // is preempted or past that block the deferral ends.
+  const int64_t block_size = kv_->block_size();
+  std::unordered_set<uint64_t> pending;
+  std::vector<uint64_t> hashes;
+  const bool defer = kv_->prefix_caching_enabled();
+  auto add_pending = [&](const Request& r, int64_t num_computed) {
+    if (num_computed >= r.num_prompt_tokens()) return;  // prefill done: blocks committed
+    const int64_t full = r.num_prompt_tokens() / block_size;
+    PrefixBlockHashes(r.cache_namespace(), r.all_token_ids(), block_size, full, &hashes);
+    for (int64_t b = num_computed / block_size; b < full; ++b) {
+      pending.insert(hashes[static_cast<size_t>(b)]);
+    }
+  };
+  if (defer) {
+    for (const Request* r : running_) add_pending(*r, r->num_computed_tokens());
+  }
+  size_t next = 0;  // index in waiting_ of the next candidate
+  while (!preempted_any && next < waiting_.size() && budget_tokens > 0 &&
          num_running() < config_.max_num_seqs) {
-    Request* r = waiting_.front();
+    Request* r = waiting_[next];
     const PrefixMatch match = kv_->match(r->cache_namespace(), r->all_token_ids());
     KV_CHECK(match.num_cached_tokens >= 0 && match.num_cached_tokens < r->num_tokens())
         << "prefix match of " << match.num_cached_tokens << " tokens for " << r->num_tokens();
     const int64_t start = match.num_cached_tokens;
+    if (defer && !pending.empty()) {
+      const int64_t first_uncached = start / block_size;
+      // Only a block the request could reuse: full, and not holding its last token.
+      if ((first_uncached + 1) * block_size < r->num_tokens()) {
+        PrefixBlockHashes(r->cache_namespace(), r->all_token_ids(), block_size,
+                          first_uncached + 1, &hashes);
+        if (pending.count(hashes.back()) != 0) {
+          ++num_prefix_deferrals_total_;
+          ++next;
+          continue;
+        }
+      }
+    }
     const int64_t n = num_new_tokens(*r, start, budget_tokens);
     // Wait for a later step if the prompt does not fit the budget left (no chunked prefill)
     // or the blocks do not suffice; nobody behind it overtakes.
@@ -215,7 +274,7 @@ SchedulerOutput Scheduler::schedule() {
     kv_->start_sequence(r->id(), r->cache_namespace(), match);
     KV_CHECK(kv_->allocate_slots(r->id(), start + n))
         << "can_start promised room for request " << r->id();
-    waiting_.pop_front();
+    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(next));
     if (r->status_ == RequestStatus::kWaiting) {
       r->num_cached_prompt_tokens_ = std::min(match.num_cached_tokens, r->num_prompt_tokens());
     }
@@ -226,6 +285,7 @@ SchedulerOutput Scheduler::schedule() {
     out.seqs.push_back({r->id(), start, n, start + n == r->num_tokens()});
     out.num_scheduled_tokens += n;
     budget_tokens -= n;
+    if (defer) add_pending(*r, start);
   }
 
   KV_CHECK_LE(out.num_scheduled_tokens, config_.max_num_batched_tokens);
@@ -332,6 +392,7 @@ SchedulerStats Scheduler::stats() const {
   s.num_preemptions_total = num_preemptions_total_;
   s.num_steps = num_steps_;
   s.num_scheduled_tokens_total = num_scheduled_tokens_total_;
+  s.num_prefix_deferrals_total = num_prefix_deferrals_total_;
   return s;
 }
 

@@ -90,6 +90,9 @@ struct SchedulerStats {
   int64_t num_preemptions_total = 0;
   int64_t num_steps = 0;                // schedule() calls that scheduled something
   int64_t num_scheduled_tokens_total = 0;
+  // Times a waiting request was skipped for a step because a running request was computing
+  // the next block of its prompt (see schedule(), step 2).
+  int64_t num_prefix_deferrals_total = 0;
 };
 
 // Owns every unfinished request (waiting, preempted or running) and drives the
@@ -111,7 +114,11 @@ struct SchedulerStats {
 //     max_num_seqs and the blocks last: prefix-cache match, can_start (a request that does not
 //     fit changes nothing and waits), start_sequence, allocate_slots.
 //     Without chunked prefill a request whose uncached tokens exceed the budget left waits
-//     (and so does everyone behind it: no overtaking).
+//     (and so does everyone behind it: no overtaking). With prefix caching, a request whose
+//     next uncached prompt block is being computed by a running request (same namespace,
+//     same tokens) is skipped for this step and may be overtaken: it waits for that KV to be
+//     committed instead of computing it a second time (SGLang's in-batch prefix check;
+//     vLLM computes such blocks twice).
 //
 // Invariants (check_invariants): every request is in exactly one of the waiting and running
 // queues; running requests, and only they, have a sequence in the KvCacheManager, whose block
@@ -183,6 +190,7 @@ class Scheduler {
   int64_t step_id_ = 0;
   bool step_in_flight_ = false;    // schedule() returned seqs that update() has not seen
   int64_t num_preemptions_total_ = 0;
+  int64_t num_prefix_deferrals_total_ = 0;
   int64_t num_steps_ = 0;
   int64_t num_scheduled_tokens_total_ = 0;
 };

@@ -781,6 +781,39 @@ TEST(SchedulerTest, PrefixCacheHitSkipsCachedBlocks) {
   h.expect_no_leaks();
 }
 
+TEST(SchedulerTest, RequestsSharingAnUncomputedPrefixWaitForItInsteadOfRecomputing) {
+  Scenario s = DefaultSetup();
+  s.block_size = 4;
+  s.config.max_num_batched_tokens = 16;
+  Harness h(s);
+  // Three requests arrive together: 1 and 2 share a 40-token prompt nobody has computed, 3 is
+  // unrelated. 1 prefills in chunks of 16; 2 waits (3 overtakes it) until 1's prompt is in
+  // the cache, then reuses all of it but the block holding its last token.
+  ASSERT_TRUE(h.add(1, Input(Prompt(40), 2)).ok());
+  ASSERT_TRUE(h.add(2, Input(Prompt(40), 2)).ok());
+  ASSERT_TRUE(h.add(3, Input(Prompt(6, 700), 2)).ok());
+  SchedulerOutput first = h.step();
+  ASSERT_NE(Find(first, 1), nullptr);
+  EXPECT_EQ(Find(first, 2), nullptr);
+  ASSERT_TRUE(h.run());
+  EXPECT_EQ(h.cached_prompt_tokens(1), 0);
+  EXPECT_EQ(h.cached_prompt_tokens(2), 36);
+  EXPECT_EQ(h.cached_prompt_tokens(3), 0);
+  EXPECT_GT(h.scheduler().stats().num_prefix_deferrals_total, 0);
+  h.expect_outputs_match_oracle();
+  h.expect_no_leaks();
+
+  // Without prefix caching nobody waits.
+  s.enable_prefix_caching = false;
+  Harness off(s);
+  ASSERT_TRUE(off.add(1, Input(Prompt(40), 2)).ok());
+  ASSERT_TRUE(off.add(2, Input(Prompt(40), 2)).ok());
+  SchedulerOutput step = off.step();
+  EXPECT_NE(Find(step, 1), nullptr);
+  ASSERT_TRUE(off.run());
+  EXPECT_EQ(off.scheduler().stats().num_prefix_deferrals_total, 0);
+}
+
 TEST(SchedulerTest, PrefixCachingDisabledCachesNothing) {
   Scenario s = DefaultSetup();
   s.enable_prefix_caching = false;

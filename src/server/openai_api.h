@@ -16,7 +16,7 @@
 
 namespace kvserve::openai {
 
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;
 
 // Serializes without throwing on invalid UTF-8 (a token's bytes may be part of a character):
 // such bytes become U+FFFD.

@@ -1,6 +1,7 @@
 #include "server/server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <chrono>
@@ -21,6 +22,7 @@ using openai::Json;
 namespace {
 
 constexpr auto kPollInterval = std::chrono::milliseconds(500);
+constexpr int kListenBacklog = 1024;  // pending connections the kernel queues for us
 
 int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -221,6 +223,15 @@ OpenAiServer::OpenAiServer(ServerOptions options, Engine* engine, const Tokenize
   http_->set_keep_alive_max_count(1000);
   http_->set_read_timeout(30, 0);
   http_->set_write_timeout(30, 0);
+  // cpp-httplib 0.11 listens with a backlog of 5: a burst of connections beyond that is
+  // dropped by the kernel and clients see resets. Remember the socket to raise the backlog
+  // after bind, and use SO_REUSEADDR (restart after TIME_WAIT) but not httplib's default
+  // SO_REUSEPORT (which would let a second server bind the same port silently).
+  http_->set_socket_options([this](int sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listen_fd_ = sock;
+  });
   install_routes();
 }
 
@@ -244,6 +255,9 @@ Status OpenAiServer::Bind() {
                               " (in use, or not an address of this machine)");
     }
     port_ = options_.port;
+  }
+  if (listen_fd_ >= 0 && ::listen(listen_fd_, kListenBacklog) != 0) {
+    return UnavailableError("cannot raise the listen backlog");
   }
   return OkStatus();
 }
@@ -759,6 +773,11 @@ std::string OpenAiServer::RenderMetrics() const {
   w.single("prefix_cache_evicted_blocks_total", "counter",
            "Blocks evicted from the prefix cache (least recently used first) to make room.",
            static_cast<double>(st.kv.evicted_blocks));
+  w.single("prefix_cache_deferrals_total", "counter",
+           "Times a waiting request was held back for a step because a running request was "
+           "computing the next blocks of its prompt (it then reuses them instead of computing "
+           "them twice).",
+           static_cast<double>(st.num_prefix_deferrals_total));
   w.single("prefix_cache_resident_blocks", "gauge",
            "Blocks in the prefix cache's tree (in use or not).",
            static_cast<double>(st.kv.blocks_in_prefix_cache));

@@ -112,6 +112,7 @@ class OpenAiServer {
   const Tokenizer* tokenizer_;
   std::unique_ptr<httplib::Server> http_;
   int port_ = 0;
+  int listen_fd_ = -1;  // the listening socket (owned by http_)
   int64_t max_in_flight_ = 0;
   int64_t created_unix_ = 0;
   ServerMetrics metrics_;

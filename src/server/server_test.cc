@@ -538,6 +538,36 @@ TEST_F(ServerTest, MetricsExplainTheCacheAndPassPromtool) {
   EXPECT_GT(num_lines, 0);  // proves promtool read the document
 }
 
+TEST_F(ServerTest, BurstOfConnectionsIsServedAndPortInUseIsAnError) {
+  ServerConfig c;
+  c.max_queue_len = 128;  // admit them all
+  Start(c);
+  // 64 clients connect at once (cpp-httplib's own listen backlog of 5 made some of them see
+  // resets; the server raises it).
+  std::atomic<int> ok{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 64; ++i) {
+    clients.emplace_back([&, i] {
+      httplib::Client cli("127.0.0.1", server_->port());
+      cli.set_read_timeout(60, 0);
+      auto r = cli.Post("/v1/completions",
+                        Json{{"prompt", Prompt(8, static_cast<uint64_t>(i % 5))},
+                             {"max_tokens", 2}}
+                            .dump(),
+                        "application/json");
+      if (r && r->status == 200) ++ok;
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(ok.load(), 64);
+  // A second server on the same port fails to bind instead of sharing it.
+  ServerOptions so;
+  so.port = server_->port();
+  so.served_model_name = "other";
+  OpenAiServer other(so, engine_.get(), GetModel().tokenizer.get());
+  EXPECT_FALSE(other.Bind().ok());
+}
+
 TEST_F(ServerTest, ShutdownDrainsInFlightRequestsThenRefuses) {
   Start();
   std::atomic<int> status{0};

@@ -1,0 +1,83 @@
+// Chat templates: turning OpenAI-style messages into the prompt text a model was trained on,
+// by rendering the model's own Jinja template (GGUF `tokenizer.chat_template`, Hugging Face
+// `tokenizer_config.json` / `chat_template.jinja`, or a file) with the jinja subset
+// interpreter (jinja.h), with the variables transformers' apply_chat_template passes:
+// messages, tools (None when absent), documents (None), add_generation_prompt, bos_token,
+// eos_token, plus any extra keyword arguments. Models without a template fall back to ChatML.
+//
+// ChatTemplate is immutable after FromString and safe to render from several threads.
+#pragma once
+
+#include <ctime>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "chat/jinja.h"
+
+namespace kvserve {
+
+struct ChatTemplateInputs {
+  // [{"role": ..., "content": ..., optional "tool_calls", "tool_call_id", "name", ...}].
+  // ordered_json: key order reaches `tojson` output (as in Python), so keep the client's order.
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  std::optional<nlohmann::ordered_json> tools;  // nullopt: the template sees tools = None
+  bool add_generation_prompt = false;
+  std::string bos_token;
+  std::string eos_token;
+  // More template variables (e.g. date_string, enable_thinking); they override the above.
+  nlohmann::ordered_json extra = nlohmann::ordered_json::object();
+  // Pins strftime_now() (formatted in UTC); by default it uses the current local time.
+  std::optional<std::time_t> now_unix_seconds;
+};
+
+class ChatTemplate {
+ public:
+  // Parses `source`; syntax errors come back as InvalidArgument with the line.
+  static StatusOr<ChatTemplate> FromString(std::string source, const jinja::Options& options = {});
+
+  // The prompt text, or InvalidArgument with the template's message (raise_exception) or the
+  // error and its line.
+  StatusOr<std::string> Render(const ChatTemplateInputs& inputs) const;
+
+  const std::string& source() const { return source_; }
+
+ private:
+  ChatTemplate(std::string source, jinja::Template t) : source_(std::move(source)), template_(std::move(t)) {}
+
+  std::string source_;
+  jinja::Template template_;
+};
+
+// The ChatML template (<|im_start|>role\ncontent<|im_end|>\n ...), the fallback for models
+// without a template of their own.
+extern const char kChatMlTemplateSource[];
+ChatTemplate ChatMlTemplate();
+
+// A model's template text plus its special tokens.
+struct LoadedChatTemplate {
+  std::string source;                          // the default template
+  std::optional<std::string> tool_use_source;  // HF "tool_use" variant, when the model has one
+  std::string bos_token;                       // "" when the model does not say
+  std::string eos_token;
+  bool is_chatml_fallback = false;             // the model has no template: ChatML
+  std::string origin;  // where it came from: "gguf", "tokenizer_config.json", "file", "chatml"
+
+  // The template text for a request (the tool_use variant when tools are given and present).
+  const std::string& SourceFor(bool has_tools) const {
+    return has_tools && tool_use_source ? *tool_use_source : source;
+  }
+};
+
+// Finds the chat template for `model_path` (a GGUF file: metadata only, no tensors are read; a
+// Hugging Face folder: chat_template.jinja, else tokenizer_config.json's `chat_template`
+// (a string or a list of {name, template}: "default" and "tool_use"); any other model has
+// none) or, when `template_file` is non-empty, reads that file instead (the model, if given,
+// still supplies bos/eos tokens). Either path may be empty, not both. Without a template the
+// result is ChatML with is_chatml_fallback set (the caller logs it once).
+StatusOr<LoadedChatTemplate> LoadChatTemplate(const std::string& model_path,
+                                              const std::string& template_file);
+
+}  // namespace kvserve

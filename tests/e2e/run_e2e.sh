@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# End-to-end test of `kvserve serve` (built-in default model) on 127.0.0.1:
+#   1. the official `openai` npm package suite (tests/e2e/openai_client_test.mjs);
+#   2. `curl -N` streaming (SSE lines, [DONE]) and a curl error case;
+#   3. SIGTERM while a stream is in flight: the stream completes, the server exits 0.
+# Usage: run_e2e.sh KVSERVE_BINARY WORK_DIR
+# The openai package is installed by scripts/setup_e2e.sh into tests/e2e/node_modules; when it
+# is missing the test fails (set KVSERVE_SKIP_E2E=1 to skip instead, exit 77).
+set -uo pipefail
+BIN="$1"
+WORK="$2"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+mkdir -p "$WORK"
+
+if [[ ! -d "$HERE/node_modules/openai" ]] || ! command -v node >/dev/null || ! command -v curl >/dev/null; then
+  if [[ "${KVSERVE_SKIP_E2E:-0}" == 1 ]]; then
+    echo "SKIP: node, curl or the openai package is missing (KVSERVE_SKIP_E2E=1)"; exit 77
+  fi
+  echo "FAIL: node, curl or tests/e2e/node_modules/openai is missing: run scripts/setup_e2e.sh"
+  exit 1
+fi
+
+PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+BASE="http://127.0.0.1:$PORT"
+KEY="sk-e2e-test"
+MODEL="e2e-model"
+LOG="$WORK/serve.log"
+
+start_server() {
+  "$BIN" serve --port "$PORT" --api-key "$KEY" --served-model-name "$MODEL" --threads 2 \
+    --max-num-seqs 8 "$@" >"$LOG" 2>&1 &
+  SERVER_PID=$!
+  for _ in $(seq 1 600); do
+    if curl -sf "$BASE/health" >/dev/null 2>&1; then return 0; fi
+    if ! kill -0 "$SERVER_PID" 2>/dev/null; then echo "FAIL: the server exited at start-up"; cat "$LOG"; exit 1; fi
+    sleep 0.1
+  done
+  echo "FAIL: the server did not become healthy in 60 s"; cat "$LOG"; kill -9 "$SERVER_PID"; exit 1
+}
+stop_server_expect_0() {
+  kill -TERM "$SERVER_PID"
+  local rc=0
+  wait "$SERVER_PID" || rc=$?
+  if [[ $rc != 0 ]]; then echo "FAIL: the server exited with $rc after SIGTERM"; cat "$LOG"; exit 1; fi
+}
+trap 'kill -9 "${SERVER_PID:-0}" 2>/dev/null' EXIT
+
+start_server
+grep -q "listening on $BASE" "$LOG" || { echo "FAIL: no 'listening on' line in the banner"; cat "$LOG"; exit 1; }
+
+echo "== openai npm package suite"
+if ! KVSERVE_BASE_URL="$BASE" KVSERVE_API_KEY="$KEY" KVSERVE_MODEL="$MODEL" \
+    node --test --test-reporter=spec "$HERE/openai_client_test.mjs"; then
+  echo "FAIL: openai client suite"; tail -20 "$LOG"; exit 1
+fi
+
+echo "== curl -N streaming"
+curl -sN "$BASE/v1/chat/completions" -H "Authorization: Bearer $KEY" -H "Content-Type: application/json" \
+  -d "{\"model\": \"$MODEL\", \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 5, \"stream\": true, \"ignore_eos\": true}" \
+  >"$WORK/curl_stream.txt"
+data_lines=$(grep -c '^data: ' "$WORK/curl_stream.txt")
+if [[ "$(grep '^data: ' "$WORK/curl_stream.txt" | tail -1)" != "data: [DONE]" || $data_lines -lt 4 ]]; then
+  echo "FAIL: curl stream"; cat "$WORK/curl_stream.txt"; exit 1
+fi
+if grep -v '^data: ' "$WORK/curl_stream.txt" | grep -q .; then
+  echo "FAIL: a stream line that is not 'data: ...' or blank"; cat "$WORK/curl_stream.txt"; exit 1
+fi
+echo "ok: $data_lines SSE data lines ending in [DONE]"
+code=$(curl -s -o "$WORK/curl_err.json" -w '%{http_code}' "$BASE/v1/completions" \
+  -H "Authorization: Bearer $KEY" -H "Content-Type: application/json" -d '{"prompt": "x", "temperature": "hot"}')
+if [[ "$code" != 400 ]] || ! grep -q '"param":"temperature"' "$WORK/curl_err.json"; then
+  echo "FAIL: expected 400 naming temperature, got $code"; cat "$WORK/curl_err.json"; exit 1
+fi
+echo "ok: 400 with an OpenAI error object"
+
+echo "== SIGTERM with a stream in flight"
+curl -sN "$BASE/v1/completions" -H "Authorization: Bearer $KEY" -H "Content-Type: application/json" \
+  -d '{"prompt": "x", "max_tokens": 300, "stream": true, "ignore_eos": true}' >"$WORK/curl_drain.txt" &
+CURL_PID=$!
+for _ in $(seq 1 200); do
+  grep -q '^data: ' "$WORK/curl_drain.txt" 2>/dev/null && break
+  sleep 0.05
+done
+stop_server_expect_0
+wait "$CURL_PID"
+if [[ "$(grep '^data: ' "$WORK/curl_drain.txt" | tail -1)" != "data: [DONE]" ]]; then
+  echo "FAIL: the in-flight stream did not complete during the drain"; tail -3 "$WORK/curl_drain.txt"; exit 1
+fi
+grep -q "SIGTERM received" "$LOG" || { echo "FAIL: no SIGTERM line in the log"; cat "$LOG"; exit 1; }
+echo "ok: in-flight stream finished, exit status 0"
+echo "PASS"
