@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/str_format.h"
 #include "cli/cli_util.h"
 
 namespace kvserve::cli {
@@ -18,16 +19,6 @@ namespace {
 // The KV dtypes of the table, in order.
 constexpr DType kTableDtypes[] = {DType::kF32,     DType::kF16,     DType::kBF16,
                                   DType::kFp8E4M3, DType::kFp8E5M2, DType::kI8};
-
-std::string Printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string Printf(const char* fmt, ...) {
-  char buf[256];
-  va_list args;
-  va_start(args, fmt);
-  std::vsnprintf(buf, sizeof(buf), fmt, args);
-  va_end(args);
-  return buf;
-}
 
 std::string Num(int64_t v) { return std::to_string(v); }
 
@@ -305,22 +296,22 @@ std::string FormatPlanText(const PlanResult& p) {
   // Table across dtypes.
   line("");
   const std::string per_request = "KV per request (" + Num(p.context_tokens) + " tok)";
-  std::string header = Printf("  %-9s %12s  %-26s", "dtype", "bytes/token", per_request.c_str());
+  std::string header = StrFormat("  %-9s %12s  %-26s", "dtype", "bytes/token", per_request.c_str());
   if (p.has_budget) {
-    header += Printf(" %10s %11s", "paged", "contiguous");
-    if (p.avg_context_tokens > 0) header += Printf(" %12s", "paged@avg");
+    header += StrFormat(" %10s %11s", "paged", "contiguous");
+    if (p.avg_context_tokens > 0) header += StrFormat(" %12s", "paged@avg");
   }
   while (!header.empty() && header.back() == ' ') header.pop_back();
   line(header);
   for (const PlanDtypeRow& row : p.dtypes) {
-    std::string text = Printf("%c %-9s %12lld  %-26s", row.dtype == s.dtype ? '*' : ' ',
+    std::string text = StrFormat("%c %-9s %12lld  %-26s", row.dtype == s.dtype ? '*' : ' ',
                               DTypeName(row.dtype), static_cast<long long>(row.bytes_per_token),
                               Bytes(row.kv_bytes_per_request).c_str());
     if (p.has_budget) {
-      text += Printf(" %10lld %11lld", static_cast<long long>(row.requests_paged),
+      text += StrFormat(" %10lld %11lld", static_cast<long long>(row.requests_paged),
                      static_cast<long long>(row.requests_contiguous));
       if (p.avg_context_tokens > 0) {
-        text += Printf(" %12lld", static_cast<long long>(row.requests_avg_context));
+        text += StrFormat(" %12lld", static_cast<long long>(row.requests_avg_context));
       }
     }
     while (!text.empty() && text.back() == ' ') text.pop_back();

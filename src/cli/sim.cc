@@ -19,6 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/hash.h"
+#include "base/str_format.h"
 #include "base/check.h"
 #include "cli/cli_util.h"
 
@@ -29,23 +31,6 @@ namespace {
 constexpr int64_t kMaxCapacityBlocks = int64_t{1} << 24;
 constexpr int64_t kDefaultSweep512[] = {1000, 2000, 5000, 10000, 20000, 50000, 100000};
 
-std::string Printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string Printf(const char* fmt, ...) {
-  char buf[512];
-  va_list args;
-  va_start(args, fmt);
-  std::vsnprintf(buf, sizeof(buf), fmt, args);
-  va_end(args);
-  return buf;
-}
-
-inline uint64_t SplitMix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-inline uint64_t Mix(uint64_t a, uint64_t b) { return SplitMix(a ^ SplitMix(b)); }
 
 std::string Namespace(const SimOptions& o, size_t request_index) {
   if (o.tenants <= 1) return "sim";
@@ -89,7 +74,7 @@ Status ValidateOptions(const SimOptions& o) {
   if (o.threads < 0) return InvalidArgumentError("--threads must be >= 0");
   for (int64_t c : o.capacities_blocks) {
     if (c < 1 || c > kMaxCapacityBlocks) {
-      return InvalidArgumentError(Printf("--kv-cache-blocks %lld: must be in [1, %lld]",
+      return InvalidArgumentError(StrFormat("--kv-cache-blocks %lld: must be in [1, %lld]",
                                          static_cast<long long>(c),
                                          static_cast<long long>(kMaxCapacityBlocks)));
     }
@@ -123,7 +108,7 @@ StatusOr<std::vector<TraceRequest>> ParseMooncakeTrace(std::string_view text,
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     auto error = [&](const std::string& what) {
-      return InvalidArgumentError(Printf("trace line %lld: ", static_cast<long long>(line_no)) +
+      return InvalidArgumentError(StrFormat("trace line %lld: ", static_cast<long long>(line_no)) +
                                   what);
     };
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
@@ -159,7 +144,7 @@ StatusOr<std::vector<TraceRequest>> ParseMooncakeTrace(std::string_view text,
         return error("hash ids must be non-negative integers");
       }
       if (id.get<int64_t>() > max_id) {
-        return error(Printf("hash id %lld too large for int32 token ids at %lld tokens per hash block",
+        return error(StrFormat("hash id %lld too large for int32 token ids at %lld tokens per hash block",
                             static_cast<long long>(id.get<int64_t>()),
                             static_cast<long long>(hash_block_tokens)));
       }
@@ -167,7 +152,7 @@ StatusOr<std::vector<TraceRequest>> ParseMooncakeTrace(std::string_view text,
     }
     const int64_t n = static_cast<int64_t>(r.hash_ids.size());
     if (r.input_tokens <= (n - 1) * hash_block_tokens || r.input_tokens > n * hash_block_tokens) {
-      return error(Printf("input_length %lld does not fit %lld hash blocks of %lld tokens",
+      return error(StrFormat("input_length %lld does not fit %lld hash blocks of %lld tokens",
                           static_cast<long long>(r.input_tokens), static_cast<long long>(n),
                           static_cast<long long>(hash_block_tokens)));
     }
@@ -334,11 +319,11 @@ SimRow SimulateUnbounded(const std::vector<TraceRequest>& trace, const SimOption
     int64_t chained = 0;  // hash ids folded into `chain`
     for (int64_t j = 0; j < num_full; ++j) {
       const int64_t last = (j + 1) * bs - 1;
-      while (chained <= last / h) chain = Mix(chain, static_cast<uint64_t>(r.hash_ids[chained++]));
-      keys.push_back(Mix(chain, static_cast<uint64_t>(last % h)));
+      while (chained <= last / h) chain = HashCombine(chain, static_cast<uint64_t>(r.hash_ids[chained++]));
+      keys.push_back(HashCombine(chain, static_cast<uint64_t>(last % h)));
     }
     int64_t matched = 0;
-    while (matched < num_full && seen_in_ns.count(Mix(keys[matched], ns_key))) ++matched;
+    while (matched < num_full && seen_in_ns.count(HashCombine(keys[matched], ns_key))) ++matched;
     const int64_t hit = std::min(matched, max_cached);
     ++st.prefix_queries;
     st.prefix_hits += hit > 0;
@@ -353,7 +338,7 @@ SimRow SimulateUnbounded(const std::vector<TraceRequest>& trace, const SimOption
     }
     MissRef(st, PrefixMissReason::kPartialBlock) += len % bs;
     for (uint64_t k : keys) {
-      seen_in_ns.insert(Mix(k, ns_key));
+      seen_in_ns.insert(HashCombine(k, ns_key));
       seen_any.insert(k);
     }
     ++row.num_requests;
@@ -422,50 +407,50 @@ const PrefixMissReason kReasonColumns[] = {
     PrefixMissReason::kEvicted, PrefixMissReason::kNeverSeen, PrefixMissReason::kOtherNamespace,
     PrefixMissReason::kPartialBlock, PrefixMissReason::kLastTokenRecomputed};
 
-std::string Percent(double f) { return Printf("%.2f%%", 100.0 * f); }
+std::string Percent(double f) { return StrFormat("%.2f%%", 100.0 * f); }
 
 }  // namespace
 
 std::string FormatSimText(const SimReport& rep) {
   const SimOptions& o = rep.options;
   std::string out;
-  out += Printf(
+  out += StrFormat(
       "trace %s: %lld requests, %lld prompt tokens (mean %.0f), %lld hash blocks of %lld "
       "tokens (%lld distinct)\n",
       rep.trace_name.c_str(), static_cast<long long>(rep.num_requests),
       static_cast<long long>(rep.num_prompt_tokens), Ratio(rep.num_prompt_tokens, rep.num_requests),
       static_cast<long long>(rep.num_hash_blocks), static_cast<long long>(o.hash_block_tokens),
       static_cast<long long>(rep.num_distinct_hash_ids));
-  out += Printf(
+  out += StrFormat(
       "cache: %lld-token blocks, prefix caching %s%s; per request: prefill %.0f tok/s "
       "(uncached), decode %.0f tok/s; at most %lld sequences\n\n",
       static_cast<long long>(o.block_tokens), o.enable_prefix_caching ? "on" : "off",
-      o.tenants > 1 ? Printf(", %lld tenants (salts)", static_cast<long long>(o.tenants)).c_str()
+      o.tenants > 1 ? StrFormat(", %lld tenants (salts)", static_cast<long long>(o.tenants)).c_str()
                     : "",
       o.prefill_tokens_per_s, o.decode_tokens_per_s, static_cast<long long>(o.max_num_seqs));
   out +=
-      Printf("%10s %12s %8s %8s %10s | %-38s | %7s %8s %8s\n", "capacity", "capacity", "hit", "hit",
+      StrFormat("%10s %12s %8s %8s %10s | %-38s | %7s %8s %8s\n", "capacity", "capacity", "hit", "hit",
              "evicted", "   missed prompt tokens, % of prompt", "delayed", "mean", "peak");
-  out += Printf("%10s %12s %8s %8s %10s | %7s %7s %7s %7s %7s | %7s %8s %8s\n", "blocks", "tokens",
+  out += StrFormat("%10s %12s %8s %8s %10s | %7s %7s %7s %7s %7s | %7s %8s %8s\n", "blocks", "tokens",
                 "tokens", "blocks", "blocks", "evict", "never", "other", "partial", "last", "reqs",
                 "wait_s", "in_use");
   auto line = [&](const SimRow& r) {
     const bool unbounded = r.capacity_blocks < 0;
-    std::string s = unbounded ? Printf("%10s %12s", "unbounded", "-")
-                              : Printf("%10lld %12lld", static_cast<long long>(r.capacity_blocks),
+    std::string s = unbounded ? StrFormat("%10s %12s", "unbounded", "-")
+                              : StrFormat("%10lld %12lld", static_cast<long long>(r.capacity_blocks),
                                        static_cast<long long>(r.capacity_blocks * o.block_tokens));
-    s += Printf(" %8s %8s", Percent(r.token_hit_rate()).c_str(),
+    s += StrFormat(" %8s %8s", Percent(r.token_hit_rate()).c_str(),
                 Percent(r.block_hit_rate()).c_str());
-    s += unbounded ? Printf(" %10s |", "-")
-                   : Printf(" %10lld |", static_cast<long long>(r.stats.evicted_blocks));
+    s += unbounded ? StrFormat(" %10s |", "-")
+                   : StrFormat(" %10lld |", static_cast<long long>(r.stats.evicted_blocks));
     for (PrefixMissReason reason : kReasonColumns) {
-      s += Printf(" %6.2f%%", 100.0 * Ratio(r.stats.miss_tokens[static_cast<int>(reason)],
+      s += StrFormat(" %6.2f%%", 100.0 * Ratio(r.stats.miss_tokens[static_cast<int>(reason)],
                                             r.stats.prefix_queries_tokens));
     }
     if (unbounded) {
-      s += Printf(" | %7s %8s %8s\n", "-", "-", "-");
+      s += StrFormat(" | %7s %8s %8s\n", "-", "-", "-");
     } else {
-      s += Printf(" | %7lld %8.1f %8lld\n", static_cast<long long>(r.num_delayed), r.mean_wait_s,
+      s += StrFormat(" | %7lld %8.1f %8lld\n", static_cast<long long>(r.num_delayed), r.mean_wait_s,
                   static_cast<long long>(r.peak_blocks_in_use));
     }
     return s;
@@ -475,11 +460,11 @@ std::string FormatSimText(const SimReport& rep) {
   int64_t rejected = 0;
   for (const SimRow& r : rep.rows) rejected += r.num_rejected;
   if (rejected > 0) {
-    out += Printf("\n%lld requests larger than a whole cache were skipped (summed over rows)\n",
+    out += StrFormat("\n%lld requests larger than a whole cache were skipped (summed over rows)\n",
                   static_cast<long long>(rejected));
   }
   out +=
-      Printf("\nreplayed %lld requests x %zu capacities in %.2f s (%d threads)\n",
+      StrFormat("\nreplayed %lld requests x %zu capacities in %.2f s (%d threads)\n",
              static_cast<long long>(rep.num_requests), rep.rows.size(), rep.elapsed_s, rep.threads);
   return out;
 }

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/hash.h"
 #include "base/check.h"
 
 namespace kvserve::loadgen {
@@ -20,13 +21,6 @@ namespace {
 
 using json = nlohmann::json;
 
-inline uint64_t SplitMix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-inline uint64_t Mix(uint64_t a, uint64_t b) { return SplitMix(a ^ SplitMix(b)); }
 
 // Common English words; most are one token (with their leading space) in BPE and
 // SentencePiece vocabularies.
@@ -171,7 +165,7 @@ int64_t EstimateTextTokens(std::string_view text) {
 }
 
 std::vector<BenchRequest> GenerateRandomDataset(const DatasetOptions& o) {
-  std::mt19937_64 rng(Mix(o.seed, 0x72616e64));
+  std::mt19937_64 rng(HashCombine(o.seed, 0x72616e64));
   const int64_t n = o.num_prompts > 0 ? o.num_prompts : 1000;
   std::vector<int32_t> prefix;
   AppendRandomIds(rng, o.random_prefix_len, o.vocab_begin, o.vocab_end, &prefix);
@@ -190,7 +184,7 @@ std::vector<BenchRequest> GenerateRandomDataset(const DatasetOptions& o) {
 }
 
 std::vector<BenchRequest> GenerateSharedPrefixDataset(const DatasetOptions& o) {
-  std::mt19937_64 rng(Mix(o.seed, 0x73686172));
+  std::mt19937_64 rng(HashCombine(o.seed, 0x73686172));
   std::vector<BenchRequest> out;
   out.reserve(static_cast<size_t>(o.sp_num_groups * o.sp_prompts_per_group));
   for (int64_t g = 0; g < o.sp_num_groups; ++g) {
@@ -259,7 +253,7 @@ StatusOr<std::vector<BenchRequest>> ParseShareGptDataset(std::string_view json_t
     out.push_back(std::move(r));
   }
   if (out.empty()) return InvalidArgumentError("ShareGPT file: no conversation with a human turn");
-  std::mt19937_64 rng(Mix(o.seed, 0x73676174));
+  std::mt19937_64 rng(HashCombine(o.seed, 0x73676174));
   std::shuffle(out.begin(), out.end(), rng);
   return TakeFirst(std::move(out), o.num_prompts);
 }
@@ -365,9 +359,9 @@ std::vector<int32_t> MooncakePromptTokens(const TraceRow& row, int64_t tokens_pe
   for (int64_t p = 0; p < len; ++p) {
     const size_t b = static_cast<size_t>(p / h);
     const uint64_t key = b < row.hash_ids.size()
-                             ? Mix(0x6d6f6f6e ^ static_cast<uint64_t>(row.hash_ids[b]),
+                             ? HashCombine(0x6d6f6f6e ^ static_cast<uint64_t>(row.hash_ids[b]),
                                    static_cast<uint64_t>(p % h))
-                             : Mix(fallback_seed, static_cast<uint64_t>(p));
+                             : HashCombine(fallback_seed, static_cast<uint64_t>(p));
     ids[static_cast<size_t>(p)] = vocab_begin + static_cast<int32_t>(key % range);
   }
   return ids;
@@ -426,9 +420,9 @@ StatusOr<std::vector<BenchRequest>> BuildDataset(const DatasetOptions& o) {
         BenchRequest r;
         if (n == "mooncake") {
           r.prompt_token_ids = MooncakePromptTokens(row, o.tokens_per_hash_id, o.vocab_begin,
-                                                    o.vocab_end, Mix(o.seed, i));
+                                                    o.vocab_end, HashCombine(o.seed, i));
         } else {
-          std::mt19937_64 rng(Mix(Mix(o.seed, 0x617a7572), i));
+          std::mt19937_64 rng(HashCombine(HashCombine(o.seed, 0x617a7572), i));
           AppendRandomIds(rng, std::max<int64_t>(1, row.input_len), o.vocab_begin, o.vocab_end,
                           &r.prompt_token_ids);
         }
@@ -468,7 +462,7 @@ std::vector<double> ComputeArrivalTimes(const std::vector<BenchRequest>& request
   const double rate = o.request_rate_per_s.value_or(std::numeric_limits<double>::infinity());
   if (!std::isfinite(rate)) return t;
   KV_CHECK_GT(rate, 0.0);
-  std::mt19937_64 rng(Mix(o.seed, 0x706f6973));
+  std::mt19937_64 rng(HashCombine(o.seed, 0x706f6973));
   std::exponential_distribution<double> gap(rate);
   double now = 0.0;
   for (size_t i = 0; i < t.size(); ++i) {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <unordered_map>
 
+#include "base/str_format.h"
 #include "base/check.h"
 
 namespace kvserve::loadgen {
@@ -14,19 +15,9 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string Printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string Printf(const char* fmt, ...) {
-  char buf[512];
-  va_list args;
-  va_start(args, fmt);
-  std::vsnprintf(buf, sizeof(buf), fmt, args);
-  va_end(args);
-  return buf;
-}
-
 // One table row: label padded to 40 columns, then the value.
 std::string Row(const std::string& label, const std::string& value) {
-  return Printf("%-40s %s\n", label.c_str(), value.c_str());
+  return StrFormat("%-40s %s\n", label.c_str(), value.c_str());
 }
 
 // "----Title----" centred in 50 columns.
@@ -39,10 +30,10 @@ std::string Section(const std::string& title, char fill) {
 
 std::string LatencyRows(const char* abbrev, const LatencyStats& s) {
   std::string out;
-  out += Row(Printf("Mean %s (ms):", abbrev), Printf("%.2f", s.mean_ms));
-  out += Row(Printf("Median %s (ms):", abbrev), Printf("%.2f", s.median_ms));
-  out += Row(Printf("P90 %s (ms):", abbrev), Printf("%.2f", s.p90_ms));
-  out += Row(Printf("P99 %s (ms):", abbrev), Printf("%.2f", s.p99_ms));
+  out += Row(StrFormat("Mean %s (ms):", abbrev), StrFormat("%.2f", s.mean_ms));
+  out += Row(StrFormat("Median %s (ms):", abbrev), StrFormat("%.2f", s.median_ms));
+  out += Row(StrFormat("P90 %s (ms):", abbrev), StrFormat("%.2f", s.p90_ms));
+  out += Row(StrFormat("P99 %s (ms):", abbrev), StrFormat("%.2f", s.p99_ms));
   return out;
 }
 
@@ -223,7 +214,7 @@ std::string FormatSummaryTable(const BenchmarkResult& r, const BenchmarkSummary&
   out += Row("Failed requests:", std::to_string(s.num_failed));
   std::string rate = "inf";
   if (r.request_rate_per_s && std::isfinite(*r.request_rate_per_s)) {
-    rate = Printf("%.2f", *r.request_rate_per_s);
+    rate = StrFormat("%.2f", *r.request_rate_per_s);
   } else if (!r.request_rate_per_s && r.trace_timestamps) {
     rate = "trace timestamps";
   }
@@ -231,12 +222,12 @@ std::string FormatSummaryTable(const BenchmarkResult& r, const BenchmarkSummary&
   out += Row("Maximum request concurrency:",
              r.max_concurrency > 0 ? std::to_string(r.max_concurrency) : "unbounded");
   out += Row("Peak concurrent requests:", std::to_string(r.peak_concurrent_requests));
-  out += Row("Benchmark duration (s):", Printf("%.2f", s.duration_s));
+  out += Row("Benchmark duration (s):", StrFormat("%.2f", s.duration_s));
   out += Row("Total input tokens:", std::to_string(s.total_input_tokens));
   out += Row("Total generated tokens:", std::to_string(s.total_output_tokens));
-  out += Row("Request throughput (req/s):", Printf("%.2f", s.request_throughput_per_s));
-  out += Row("Output token throughput (tok/s):", Printf("%.2f", s.output_throughput_tokens_per_s));
-  out += Row("Total token throughput (tok/s):", Printf("%.2f", s.total_throughput_tokens_per_s));
+  out += Row("Request throughput (req/s):", StrFormat("%.2f", s.request_throughput_per_s));
+  out += Row("Output token throughput (tok/s):", StrFormat("%.2f", s.output_throughput_tokens_per_s));
+  out += Row("Total token throughput (tok/s):", StrFormat("%.2f", s.total_throughput_tokens_per_s));
   out += Section("Time to First Token", '-');
   out += LatencyRows("TTFT", s.ttft);
   out += Section("Time per Output Token (excl. 1st token)", '-');
@@ -249,7 +240,7 @@ std::string FormatSummaryTable(const BenchmarkResult& r, const BenchmarkSummary&
   const PrefixCacheReport& p = r.prefix_cache;
   if (auto rate_hit = p.server_hit_rate()) {
     out += Row("Hit rate (server /metrics):",
-               Printf("%.2f %% (%.0f of %.0f tokens, %s)", *rate_hit * 100.0, p.delta_hits_tokens,
+               StrFormat("%.2f %% (%.0f of %.0f tokens, %s)", *rate_hit * 100.0, p.delta_hits_tokens,
                       p.delta_queries_tokens, p.server_metric_prefix.c_str()));
   } else if (p.server_available) {
     out += Row("Hit rate (server /metrics):", "n/a (no prefix-cache queries during the run)");
@@ -258,7 +249,7 @@ std::string FormatSummaryTable(const BenchmarkResult& r, const BenchmarkSummary&
   }
   if (auto frac = p.usage_cached_fraction()) {
     out += Row("Cached prompt tokens (usage):",
-               Printf("%.2f %% (%lld of %lld tokens)", *frac * 100.0,
+               StrFormat("%.2f %% (%lld of %lld tokens)", *frac * 100.0,
                       static_cast<long long>(p.usage_cached_tokens),
                       static_cast<long long>(p.usage_prompt_tokens)));
   } else {

@@ -8,6 +8,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "base/hash.h"
 #include "base/check.h"
 #include "base/thread_pool.h"
 #include "model/model_tensors.h"
@@ -15,13 +16,6 @@
 
 namespace kvserve {
 namespace {
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 uint64_t Fnv1a(const std::string& s) {
   uint64_t h = 0xcbf29ce484222325ull;

@@ -7,6 +7,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "base/hash.h"
 #include "base/check.h"
 
 namespace kvserve {
@@ -26,22 +27,15 @@ bool Contains(const std::vector<TokenId>& ids, TokenId token) {
   return std::find(ids.begin(), ids.end(), token) != ids.end();
 }
 
-uint64_t Mix(uint64_t x) {  // splitmix64 finalizer
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // Hashes of the prefixes made of full blocks 0..i of `tokens` under `ns`, for i < num_blocks:
 // out[i] identifies (namespace, tokens[0, (i + 1) * block_size)).
 void PrefixBlockHashes(const std::string& ns, const std::vector<TokenId>& tokens,
                        int64_t block_size, int64_t num_blocks, std::vector<uint64_t>* out) {
   out->clear();
-  uint64_t h = Mix(std::hash<std::string>{}(ns));
+  uint64_t h = SplitMix64(std::hash<std::string>{}(ns));
   for (int64_t b = 0; b < num_blocks; ++b) {
     for (int64_t i = b * block_size; i < (b + 1) * block_size; ++i) {
-      h = Mix(h ^ static_cast<uint32_t>(tokens[static_cast<size_t>(i)]));
+      h = SplitMix64(h ^ static_cast<uint32_t>(tokens[static_cast<size_t>(i)]));
     }
     out->push_back(h);
   }

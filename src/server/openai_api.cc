@@ -291,6 +291,20 @@ StatusOr<ChatRequest> ParseChatRequest(const Json& body, ParamError* error) {
     } else if (role != "assistant") {
       return r.fail(where + ".content", where + ".content is required");
     }
+    // Tool-call arguments arrive as JSON strings; templates (as transformers passes them)
+    // expect objects. Parse them as vLLM does; a string that is not a JSON object stays.
+    if (copy.contains("tool_calls") && copy["tool_calls"].is_array()) {
+      for (Json& call : copy["tool_calls"]) {
+        if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) {
+          continue;
+        }
+        Json& fn = call["function"];
+        if (fn.contains("arguments") && fn["arguments"].is_string()) {
+          Json args = Json::parse(fn["arguments"].get<std::string>(), nullptr, false);
+          if (!args.is_discarded() && args.is_object()) fn["arguments"] = std::move(args);
+        }
+      }
+    }
     req.messages.push_back(std::move(copy));
   }
   if (r.has("tools")) {

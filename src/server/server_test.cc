@@ -371,6 +371,23 @@ TEST_F(ServerTest, BadRequestsGet400AndTheServerCarriesOn) {
   EXPECT_EQ(ok->status, 200);
 }
 
+TEST(OpenAiApiTest, ChatToolCallArgumentsBecomeObjectsAndKeyOrderIsKept) {
+  Json body = Json::parse(R"({"messages": [
+      {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+        "function": {"name": "f", "arguments": "{\"z\": 1, \"a\": 2}"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "ok"}],
+    "tools": [{"type": "function", "function": {"name": "f", "parameters": {"b": 1, "a": 2}}}]})");
+  openai::ParamError err;
+  auto req = openai::ParseChatRequest(body, &err);
+  ASSERT_TRUE(req.ok()) << req.status().ToString();
+  EXPECT_EQ(req->messages[0]["content"], "ab");  // text parts joined
+  const Json& args = req->messages[1]["tool_calls"][0]["function"]["arguments"];
+  ASSERT_TRUE(args.is_object());
+  EXPECT_EQ(args.dump(), R"({"z":1,"a":2})");  // the client's key order
+  EXPECT_EQ(req->tools[0]["function"]["parameters"].dump(), R"({"b":1,"a":2})");
+}
+
 TEST_F(ServerTest, ApiKeyIsRequiredOnApiRoutesOnly) {
   ServerConfig c;
   c.api_key = "sk-test";

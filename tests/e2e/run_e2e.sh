@@ -45,8 +45,35 @@ stop_server_expect_0() {
 }
 trap 'kill -9 "${SERVER_PID:-0}" 2>/dev/null' EXIT
 
-start_server
+TEMPLATE="$HERE/../data/chat_templates/llama-2-chat.jinja"
+start_server --chat-template "$TEMPLATE"
 grep -q "listening on $BASE" "$LOG" || { echo "FAIL: no 'listening on' line in the banner"; cat "$LOG"; exit 1; }
+grep -q "chat template: $TEMPLATE" "$LOG" || { echo "FAIL: --chat-template not in the banner"; cat "$LOG"; exit 1; }
+
+echo "== chat template: the server renders what 'kvserve template' prints"
+cat >"$WORK/messages.json" <<'JSON'
+[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"},
+ {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Tell me more"}]
+JSON
+"$BIN" template --chat-template "$TEMPLATE" --messages "$WORK/messages.json" --add-generation-prompt \
+  --bos-token "<|endoftext|>" --eos-token "<|endoftext|>" >"$WORK/rendered.txt"
+want=$(python3 -c 'import json,sys; print(json.dumps({"prompt": open(sys.argv[1]).read(), "add_special_tokens": False}))' "$WORK/rendered.txt" |
+  curl -s "$BASE/tokenize" -H "Authorization: Bearer $KEY" -H "Content-Type: application/json" -d @- |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])')
+got=$(python3 -c 'import json,sys; print(json.dumps({"messages": json.load(open(sys.argv[1]))}))' "$WORK/messages.json" |
+  curl -s "$BASE/tokenize" -H "Authorization: Bearer $KEY" -H "Content-Type: application/json" -d @- |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])')
+if [[ -z "$want" || "$want" != "$got" ]]; then
+  echo "FAIL: chat rendering differs: $want vs $got"; cat "$WORK/rendered.txt"; exit 1
+fi
+echo "ok: $(wc -c <"$WORK/rendered.txt") bytes of Llama 2 prompt, same tokens"
+code=$(curl -s -o "$WORK/refused.json" -w '%{http_code}' "$BASE/v1/chat/completions" \
+  -H "Authorization: Bearer $KEY" -H "Content-Type: application/json" \
+  -d '{"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]}')
+if [[ "$code" != 400 ]] || ! grep -q "roles must alternate" "$WORK/refused.json"; then
+  echo "FAIL: the template's raise_exception should be a 400, got $code"; cat "$WORK/refused.json"; exit 1
+fi
+echo "ok: the template's refusal is a 400 with its message"
 
 echo "== openai npm package suite"
 if ! KVSERVE_BASE_URL="$BASE" KVSERVE_API_KEY="$KEY" KVSERVE_MODEL="$MODEL" \

@@ -1,0 +1,32 @@
+#include "base/str_format.h"
+
+#include <cstdarg>
+#include <cstdio>
+
+namespace kvserve {
+
+std::string StrFormat(const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  va_list copy;
+  va_copy(copy, args);
+  char buf[512];
+  const int n = std::vsnprintf(buf, sizeof(buf), fmt, args);
+  va_end(args);
+  std::string out;
+  if (n < 0) {
+    va_end(copy);
+    return out;
+  }
+  if (static_cast<size_t>(n) < sizeof(buf)) {
+    out.assign(buf, static_cast<size_t>(n));
+  } else {
+    out.resize(static_cast<size_t>(n) + 1);
+    std::vsnprintf(out.data(), out.size(), fmt, copy);
+    out.resize(static_cast<size_t>(n));
+  }
+  va_end(copy);
+  return out;
+}
+
+}  // namespace kvserve
