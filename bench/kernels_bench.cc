@@ -1,5 +1,6 @@
 // Matmul microbenchmarks on the shapes of smollm2-135m and llama-3.2-1b, per weight dtype,
-// number of activation rows (1 = decode, 512 = prefill) and thread count. Counters:
+// number of activation rows (1 = decode, 32 = batched decode of 32 sequences, 512 = prefill)
+// and thread count. Counters:
 //   weight_GBps   bytes of W read per second (decode is bound by memory bandwidth)
 //   GFLOPs        2 * m * n * k per second (prefill is bound by FMA throughput)
 // Compare with build/bench/ceiling --threads N. Other kernels (RmsNorm, Softmax, ...) are
@@ -144,8 +145,9 @@ int RegisterMatmuls() {
   for (const MatShape& shape : kShapes) {
     for (DType dtype : {DType::kQ8_0, DType::kF16, DType::kBF16, DType::kF32}) {
       if (dtype == DType::kF32 && shape.n * shape.k > 8192 * 2048) continue;
-      for (int64_t m : {int64_t{1}, int64_t{4}, int64_t{512}}) {
+      for (int64_t m : {int64_t{1}, int64_t{4}, int64_t{32}, int64_t{512}}) {
         if (m == 512 && !shape.prefill) continue;
+        if (m == 32 && dtype != DType::kQ8_0) continue;  // batched decode: Q8_0 only
         for (int threads : {1, 2}) {
           std::string name = std::string("Matmul/") + shape.name + "/" + DTypeName(dtype) +
                              "/m:" + std::to_string(m) + "/threads:" + std::to_string(threads);

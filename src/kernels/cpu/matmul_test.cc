@@ -101,10 +101,48 @@ TEST_P(MatmulTest, MatchesReferenceAcrossShapesDtypesAndThreads) {
   }
 }
 
+// The Q8_0 kernels switch on m (decode kernel up to 4 rows, packed 16-row panels above, split
+// into microkernel groups of up to 8 rows) and handle partial panels: sweep the row counts
+// around each boundary with n not a multiple of 16 and several block counts (odd included).
+TEST_P(MatmulTest, Q8MatchesReferenceAcrossRowCounts) {
+  std::mt19937 rng(99);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  ThreadPool pool2(2), pool3(3);
+  ThreadPool* pools[] = {nullptr, &pool2, &pool3};
+  const int64_t ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 31, 32, 33, 64, 100, 257};
+  struct Nk {
+    int64_t n, k;
+  };
+  const Nk nks[] = {{1, 32}, {15, 96}, {17, 576}, {49, 160}, {37, 1536}};
+  for (const Nk& s : nks) {
+    Tensor w = RandomWeights(DType::kQ8_0, s.n, s.k, rng);
+    for (int64_t m : ms) {
+      std::vector<float> x(m * s.k);
+      for (auto& v : x) v = dist(rng);
+      std::vector<float> expected(m * s.n);
+      reference::Matmul(x.data(), m, w, expected.data(), nullptr);
+      std::vector<double> bound = ErrorBounds(x, m, w);
+      for (ThreadPool* pool : pools) {
+        std::vector<float> y(m * s.n, NAN);
+        kernels::Matmul(x.data(), m, w, y.data(), pool);
+        int num_bad = 0;
+        for (int64_t i = 0; i < m * s.n && num_bad < 5; ++i) {
+          if (!(std::fabs(y[i] - expected[i]) <= bound[i])) {
+            ++num_bad;
+            ADD_FAILURE() << "m=" << m << " n=" << s.n << " k=" << s.k
+                          << " threads=" << (pool ? pool->num_threads() : 1) << " index " << i
+                          << ": got " << y[i] << " want " << expected[i] << " bound " << bound[i];
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_P(MatmulTest, Q8ExactForIntegerInputs) {
   // Activation blocks whose absmax is 127 quantize exactly; weights with scale 1/2 and small
   // integers keep every partial sum exactly representable, so the result is exact.
-  const int64_t m = 6, n = 13, k = 256;
+  const int64_t m = 20, n = 37, k = 256;
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> xi(-127, 127), wi(-20, 20);
   std::vector<float> x(m * k);
@@ -118,7 +156,7 @@ TEST_P(MatmulTest, Q8ExactForIntegerInputs) {
   std::vector<float> expected(m * n), y(m * n);
   reference::Matmul(x.data(), m, w, expected.data(), nullptr);
   ThreadPool pool(2);
-  for (int64_t rows : {int64_t{1}, int64_t{3}, m}) {
+  for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{5}, m}) {
     kernels::Matmul(x.data(), rows, w, y.data(), &pool);
     for (int64_t i = 0; i < rows * n; ++i) ASSERT_EQ(y[i], expected[i]) << "rows=" << rows << " i=" << i;
   }
