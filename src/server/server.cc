@@ -1,6 +1,7 @@
 #include "server/server.h"
 
 #include <httplib.h>
+#include <malloc.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@ namespace {
 
 constexpr auto kPollInterval = std::chrono::milliseconds(500);
 constexpr int kListenBacklog = 1024;  // pending connections the kernel queues for us
+constexpr auto kTrimInterval = std::chrono::seconds(5);
 
 int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -305,11 +307,21 @@ bool OpenAiServer::try_admit(int64_t n, std::string* why) {
 }
 
 void OpenAiServer::release(int64_t n) {
+  bool trim = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     in_flight_ -= n;
+    // Idle: hand the allocator's free memory back to the OS (glibc keeps freed memory in
+    // per-thread arenas, so the resident size of a server with many HTTP threads creeps up
+    // after bursts and never comes back). At most once per kTrimInterval.
+    const auto now = std::chrono::steady_clock::now();
+    if (in_flight_.load() == 0 && now - last_trim_ >= kTrimInterval) {
+      last_trim_ = now;
+      trim = true;
+    }
   }
   cv_.notify_all();
+  if (trim) malloc_trim(0);
 }
 
 void OpenAiServer::track(SeqId id) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -123,6 +124,7 @@ class OpenAiServer {
   mutable std::mutex mu_;
   std::condition_variable cv_;  // in_flight_ changed
   std::set<SeqId> live_ids_;    // engine requests of in-flight HTTP requests
+  std::chrono::steady_clock::time_point last_trim_{};  // last malloc_trim (when idle)
 };
 
 }  // namespace kvserve
