@@ -1,0 +1,146 @@
+// OpenAiServer::RenderMetrics: the /metrics document (Prometheus text format) from the engine's
+// stats snapshot and the server's own counters. See docs/serving.md for what each metric means.
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "server/server.h"
+
+namespace kvserve {
+
+std::string OpenAiServer::RenderMetrics() const {
+  const EngineStats st = engine_->stats();
+  PrometheusWriter w("kvserve:");
+  const KvCacheInfo& kv = options_.kv;
+  w.single("num_requests_running", "gauge", "Requests in the running batch (holding KV blocks).",
+           static_cast<double>(st.num_running));
+  w.single("num_requests_waiting", "gauge",
+           "Requests waiting to be scheduled (including preempted ones).",
+           static_cast<double>(st.num_waiting));
+  w.single("num_requests_in_flight", "gauge",
+           "Engine requests admitted by the HTTP server and not finished (running + waiting + "
+           "being admitted); 503 above max-num-seqs + max-queue-len.",
+           static_cast<double>(in_flight_.load()));
+  const double num_blocks = static_cast<double>(std::max<int64_t>(1, st.num_blocks));
+  w.single("kv_cache_usage_perc", "gauge",
+           "Fraction of KV blocks held by running requests (1 = full), as vLLM's.",
+           static_cast<double>(st.blocks_in_use) / num_blocks);
+  w.single("kv_cache_resident_perc", "gauge",
+           "Fraction of KV blocks holding data: held by running requests or resident in the "
+           "prefix cache only (reusable, evictable).",
+           static_cast<double>(st.blocks_in_use + st.blocks_cached) / num_blocks);
+  w.single("kv_cache_fragmentation_perc", "gauge",
+           "Fraction of the token slots in blocks held by running requests that hold no token "
+           "(partly filled last blocks).",
+           st.memory.fragmentation_perc / 100.0);
+  w.single("kv_cache_capacity_tokens", "gauge", "Tokens the KV cache can hold (blocks x block size).",
+           static_cast<double>(kv.num_blocks * kv.block_size));
+  w.single("kv_cache_capacity_bytes", "gauge", "Bytes of KV cache pages.",
+           static_cast<double>(kv.num_blocks * kv.block_size * kv.bytes_per_token));
+  w.single("kv_cache_blocks", "gauge", "KV blocks in the pool.", static_cast<double>(st.num_blocks));
+  w.family("kv_cache_blocks_by_state", "gauge",
+           "KV blocks by state: in_use (held by requests), cached (only the prefix cache), free.");
+  w.sample("kv_cache_blocks_by_state", static_cast<double>(st.blocks_in_use), {{"state", "in_use"}});
+  w.sample("kv_cache_blocks_by_state", static_cast<double>(st.blocks_cached), {{"state", "cached"}});
+  w.sample("kv_cache_blocks_by_state", static_cast<double>(st.kv.blocks_free), {{"state", "free"}});
+
+  w.single("prefix_cache_queries_total", "counter",
+           "Prompt tokens looked up in the prefix cache (one lookup per admitted request).",
+           static_cast<double>(st.kv.prefix_queries_tokens));
+  w.single("prefix_cache_hits_total", "counter",
+           "Prompt tokens served from the prefix cache (their prefill was skipped).",
+           static_cast<double>(st.kv.prefix_hits_tokens));
+  w.single("prefix_cache_hit_rate", "gauge",
+           "Prompt tokens served from the prefix cache over prompt tokens, for the most recent " +
+               std::to_string(metrics_.recent_hit_rate.window_requests()) +
+               " finished requests (kept while the server is idle).",
+           metrics_.recent_hit_rate.rate());
+  w.family("prefix_cache_miss_tokens_total", "counter",
+           "Prompt tokens not served from the prefix cache, by reason: never_seen, evicted, "
+           "other_namespace (a different model or cache_salt), partial_block (the prompt's "
+           "last, partly filled block), last_token (always recomputed to get logits).");
+  for (int r = 0; r < kNumPrefixMissReasons; ++r) {
+    w.sample("prefix_cache_miss_tokens_total", static_cast<double>(st.kv.miss_tokens[r]),
+             {{"reason", PrefixMissReasonName(static_cast<PrefixMissReason>(r))}});
+  }
+  w.single("prefix_cache_evicted_blocks_total", "counter",
+           "Blocks evicted from the prefix cache (least recently used first) to make room.",
+           static_cast<double>(st.kv.evicted_blocks));
+  w.single("prefix_cache_deferrals_total", "counter",
+           "Times a waiting request was held back for a step because a running request was "
+           "computing the next blocks of its prompt (it then reuses them instead of computing "
+           "them twice).",
+           static_cast<double>(st.num_prefix_deferrals_total));
+  w.single("prefix_cache_resident_blocks", "gauge",
+           "Blocks in the prefix cache's tree (in use or not).",
+           static_cast<double>(st.kv.blocks_in_prefix_cache));
+  w.single("num_preemptions_total", "counter",
+           "Requests preempted (KV freed, recomputed later) because blocks ran out.",
+           static_cast<double>(st.num_preemptions_total));
+  w.single("prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
+           static_cast<double>(st.num_prompt_tokens_total));
+  w.single("generation_tokens_total", "counter", "Tokens generated.",
+           static_cast<double>(st.num_generated_tokens_total));
+  w.single("engine_steps_total", "counter", "Engine steps (one batched forward pass each).",
+           static_cast<double>(st.num_steps));
+
+  w.family("request_success_total", "counter",
+           "Finished engine requests by finish reason (stop, length, abort, error).");
+  const std::map<std::string, int64_t> finished = metrics_.finished();
+  for (const char* reason : {"stop", "length", "abort", "error"}) {
+    auto it = finished.find(reason);
+    w.sample("request_success_total", it == finished.end() ? 0.0 : static_cast<double>(it->second),
+             {{"finished_reason", reason}});
+  }
+  w.family("http_errors_total", "counter", "HTTP responses with an error status, by status.");
+  for (const auto& [status, count] : metrics_.http_errors()) {
+    w.sample("http_errors_total", static_cast<double>(count), {{"status", std::to_string(status)}});
+  }
+
+  w.family("time_to_first_token_seconds", "histogram",
+           "Time from a request's arrival to its first output token.");
+  metrics_.time_to_first_token_seconds.write(&w, "time_to_first_token_seconds");
+  w.family("inter_token_latency_seconds", "histogram", "Time between consecutive output tokens.");
+  metrics_.inter_token_latency_seconds.write(&w, "inter_token_latency_seconds");
+  w.family("e2e_request_latency_seconds", "histogram",
+           "Time from a request's arrival to its last output.");
+  metrics_.e2e_request_latency_seconds.write(&w, "e2e_request_latency_seconds");
+  w.family("request_queue_time_seconds", "histogram",
+           "Time a request waited before it was first scheduled.");
+  metrics_.request_queue_time_seconds.write(&w, "request_queue_time_seconds");
+  w.family("request_prompt_tokens", "histogram", "Prompt tokens per finished request.");
+  metrics_.request_prompt_tokens.write(&w, "request_prompt_tokens");
+  w.family("request_generation_tokens", "histogram", "Generated tokens per finished request.");
+  metrics_.request_generation_tokens.write(&w, "request_generation_tokens");
+
+  w.family("kv_cache_scale_info", "gauge",
+           "The KV cache's dtype and where its quantization scales come from (value 1).");
+  w.sample("kv_cache_scale_info", 1.0,
+           {{"kv_cache_dtype", kv.dtype},
+            {"block_size", std::to_string(kv.block_size)},
+            {"scale_source", KvScaleSourceName(kv.scales.source)},
+            {"scale_detail", kv.scales.detail},
+            {"granularity", kv.dtype == "int8" ? "per token and KV head (dynamic)"
+                            : kv.scales.k.empty() ? "none"
+                                                  : "per layer and KV head (fixed)"}});
+  if (!kv.scales.k.empty() && kv.num_kv_heads > 0) {
+    w.family("kv_cache_scale", "gauge",
+             "fp8 KV scale per layer (largest over its KV heads): real value = stored x scale.");
+    for (int64_t l = 0; l < kv.num_layers; ++l) {
+      float k_max = 0.0f, v_max = 0.0f;
+      for (int64_t h = 0; h < kv.num_kv_heads; ++h) {
+        const size_t i = static_cast<size_t>(l * kv.num_kv_heads + h);
+        if (i < kv.scales.k.size()) k_max = std::max(k_max, kv.scales.k[i]);
+        if (i < kv.scales.v.size()) v_max = std::max(v_max, kv.scales.v[i]);
+      }
+      w.sample("kv_cache_scale", k_max, {{"layer", std::to_string(l)}, {"tensor", "k"}});
+      w.sample("kv_cache_scale", v_max, {{"layer", std::to_string(l)}, {"tensor", "v"}});
+    }
+  }
+  w.single("kv_cache_clipped_values_total", "counter",
+           "Quantized KV values that saturated at the format's largest value (fp8).",
+           static_cast<double>(st.clipped_values_total));
+  return w.text();
+}
+
+}  // namespace kvserve

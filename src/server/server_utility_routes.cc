@@ -1,0 +1,93 @@
+// OpenAiServer's small routes: GET /v1/models, POST /tokenize, POST /detokenize.
+#include <httplib.h>
+
+#include <string>
+#include <vector>
+
+#include "server/server.h"
+
+namespace kvserve {
+
+using openai::Json;
+
+void OpenAiServer::handle_models(httplib::Response& res) {
+  Json data = Json::array();
+  data.push_back({{"id", options_.served_model_name},
+                  {"object", "model"},
+                  {"created", created_unix_},
+                  {"owned_by", "kvserve"},
+                  {"root", options_.served_model_name},
+                  {"max_model_len", engine_->scheduler_config().max_model_len}});
+  res.set_content(openai::Dump(Json{{"object", "list"}, {"data", data}}), "application/json");
+}
+
+void OpenAiServer::handle_tokenize(const httplib::Request& req, httplib::Response& res) {
+  Json body = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object()) {
+    reply_error(res, 400, "the request body is not a JSON object");
+    return;
+  }
+  std::vector<TokenId> ids;
+  if (body.contains("messages")) {
+    openai::ParamError perr;
+    auto chat = openai::ParseChatRequest(body, &perr);
+    if (!chat.ok()) {
+      reply_error(res, 400, chat.status().message(), perr.param);
+      return;
+    }
+    if (!options_.render_chat) {
+      reply_error(res, 400, "this server has no chat template");
+      return;
+    }
+    auto text = options_.render_chat(*chat);
+    if (!text.ok()) {
+      reply_error(res, 400, "chat template: " + text.status().message(), "messages");
+      return;
+    }
+    ids = tokenizer_->Encode(*text, EncodeOptions{.add_bos = false, .parse_special = true});
+  } else if (body.contains("prompt") && body["prompt"].is_string()) {
+    bool add_special = true;
+    if (body.contains("add_special_tokens")) {
+      if (!body["add_special_tokens"].is_boolean()) {
+        reply_error(res, 400, "'add_special_tokens' must be a boolean", "add_special_tokens");
+        return;
+      }
+      add_special = body["add_special_tokens"].get<bool>();
+    }
+    ids = tokenizer_->Encode(body["prompt"].get<std::string>(),
+                             EncodeOptions{.add_bos = add_special, .parse_special = true});
+  } else {
+    reply_error(res, 400, "send 'prompt' (a string) or 'messages'", "prompt");
+    return;
+  }
+  Json tokens = Json::array();
+  for (TokenId t : ids) tokens.push_back(t);
+  res.set_content(openai::Dump(Json{{"count", ids.size()},
+                                    {"max_model_len", engine_->scheduler_config().max_model_len},
+                                    {"tokens", tokens}}),
+                  "application/json");
+}
+
+void OpenAiServer::handle_detokenize(const httplib::Request& req, httplib::Response& res) {
+  Json body = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object() || !body.contains("tokens") ||
+      !body["tokens"].is_array()) {
+    reply_error(res, 400, "send {\"tokens\": [ids...]}", "tokens");
+    return;
+  }
+  std::vector<TokenId> ids;
+  for (const Json& t : body["tokens"]) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+        t.get<int64_t>() >= tokenizer_->vocab_size()) {
+      reply_error(res, 400,
+                  "token ids must be integers in [0, " + std::to_string(tokenizer_->vocab_size()) +
+                      ")",
+                  "tokens");
+      return;
+    }
+    ids.push_back(static_cast<TokenId>(t.get<int64_t>()));
+  }
+  res.set_content(openai::Dump(Json{{"prompt", tokenizer_->Decode(ids)}}), "application/json");
+}
+
+}  // namespace kvserve
