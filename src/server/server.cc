@@ -46,17 +46,6 @@ uint64_t RandomSeed() {
 
 double Seconds(EngineClock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-const char* FinishName(FinishReason r) {
-  switch (r) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kAbort: return "abort";
-    case FinishReason::kError: return "error";
-    case FinishReason::kNone: break;
-  }
-  return "";
-}
-
 }  // namespace
 
 // One HTTP generation request: its engine requests (one per prompt x n), their outputs so far,
@@ -156,7 +145,7 @@ struct OpenAiServer::Generation {
       }
       m.request_prompt_tokens.observe(static_cast<double>(c.num_prompt_tokens));
       m.request_generation_tokens.observe(static_cast<double>(c.num_tokens));
-      m.count_finished(FinishName(ev.finish_reason));
+      m.count_finished(FinishReasonName(ev.finish_reason));
       if (ev.first_scheduled_time != EngineClock::time_point{}) {
         m.recent_hit_rate.record(c.num_prompt_tokens, c.num_cached_tokens);
       }
@@ -554,7 +543,7 @@ void OpenAiServer::handle_generate(const httplib::Request& req, httplib::Respons
         reply_error(res, 500, "generation failed: " + c.error);
         return;
       }
-      Json choice = {{"index", c.index}, {"finish_reason", FinishName(c.finish)}};
+      Json choice = {{"index", c.index}, {"finish_reason", FinishReasonName(c.finish)}};
       if (chat) {
         choice["message"] = {{"role", "assistant"}, {"content", c.text}};
         choice["logprobs"] = params.logprobs >= 0 ? Json{{"content", c.chat_logprobs}} : Json();
@@ -628,7 +617,7 @@ void OpenAiServer::handle_generate(const httplib::Request& req, httplib::Respons
             choice["text"] = text;
             choice["logprobs"] = want_logprobs && has_tokens ? completion_lp.json() : Json();
           }
-          choice["finish_reason"] = ev.finished() ? Json(FinishName(c.finish)) : Json();
+          choice["finish_reason"] = ev.finished() ? Json(FinishReasonName(c.finish)) : Json();
           Json chunk = gen->chunk_base();
           chunk["choices"] = Json::array({choice});
           if (include_usage) chunk["usage"] = nullptr;
