@@ -7,11 +7,8 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
-#include <deque>
 #include <fstream>
-#include <limits>
 #include <memory>
-#include <queue>
 #include <sstream>
 #include <thread>
 #include <unordered_set>
@@ -23,6 +20,7 @@
 #include "base/str_format.h"
 #include "base/check.h"
 #include "cli/cli_util.h"
+#include "runtime/scheduler.h"
 
 namespace kvserve::cli {
 namespace {
@@ -69,6 +67,15 @@ Status ValidateOptions(const SimOptions& o) {
     return InvalidArgumentError("--prefill-tokens-per-s must be a positive number");
   }
   if (o.max_num_seqs < 1) return InvalidArgumentError("--max-num-seqs must be at least 1");
+  if (o.max_num_batched_tokens < o.max_num_seqs) {
+    return InvalidArgumentError("--max-num-batched-tokens must be at least --max-num-seqs");
+  }
+  if (o.max_model_len < 0 || o.max_model_len == 1) {
+    return InvalidArgumentError("--max-model-len must be 0 (from the trace) or at least 2");
+  }
+  if (o.long_prefill_token_threshold < 0) {
+    return InvalidArgumentError("--long-prefill-token-threshold must be >= 0");
+  }
   if (o.max_requests < 0) return InvalidArgumentError("--max-requests must be >= 0");
   if (o.tenants < 1) return InvalidArgumentError("--tenants must be at least 1");
   if (o.threads < 0) return InvalidArgumentError("--threads must be >= 0");
@@ -191,109 +198,193 @@ std::vector<TokenId> TracePromptTokens(const TraceRequest& r, int64_t hash_block
   return t;
 }
 
+namespace {
+
+// The token a request "samples": -2 - index, never a prompt token (those are >= 0) nor
+// kNoToken.
+TokenId OutputToken(SeqId id) { return static_cast<TokenId>(-2 - id); }
+
+// The q-quantile (0..1) of `v` (nearest rank); 0 for an empty vector. Reorders v.
+double Quantile(std::vector<double>* v, double q) {
+  if (v->empty()) return 0.0;
+  const double rank = std::ceil(q * static_cast<double>(v->size()));
+  const size_t k = static_cast<size_t>(std::clamp(rank - 1.0, 0.0, static_cast<double>(v->size() - 1)));
+  std::nth_element(v->begin(), v->begin() + static_cast<std::ptrdiff_t>(k), v->end());
+  return (*v)[k];
+}
+
+double Mean(const std::vector<double>& v) {
+  double sum = 0.0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+}
+
+}  // namespace
+
 StatusOr<SimRow> SimulateCapacity(const std::vector<TraceRequest>& trace, const SimOptions& o,
                                   int64_t capacity_blocks) {
   KV_RETURN_IF_ERROR(ValidateOptions(o));
   if (capacity_blocks < 1 || capacity_blocks > kMaxCapacityBlocks) {
     return InvalidArgumentError("capacity out of range");
   }
+  const auto start = std::chrono::steady_clock::now();
   const int64_t bs = o.block_tokens;
-  // Remember every eviction (at most one per committed prompt block), so that "evicted" and
-  // "never seen" misses are told apart exactly.
-  int64_t num_prompt_blocks = 0;
-  for (const TraceRequest& r : trace) num_prompt_blocks += r.input_tokens / bs;
+  const int64_t capacity_tokens = capacity_blocks * bs;
+  // Remember every eviction (twice the blocks the trace's sequences can commit: recompute
+  // after preemption commits, and may evict, a block again), so that "evicted" and "never
+  // seen" misses are told apart exactly.
+  int64_t num_seq_blocks = 0;
+  int64_t longest_tokens = 2;
+  for (const TraceRequest& r : trace) {
+    const int64_t total = r.input_tokens + std::max<int64_t>(1, r.output_tokens);
+    num_seq_blocks += total / bs;
+    longest_tokens = std::max(longest_tokens, total);
+  }
   KvCacheManager kv({.num_blocks = capacity_blocks,
                      .block_size = bs,
                      .enable_prefix_caching = o.enable_prefix_caching,
-                     .eviction_history_size = std::max<int64_t>(1, num_prompt_blocks)});
+                     .eviction_history_size = std::max<int64_t>(1, 2 * num_seq_blocks)});
+  SchedulerConfig config;
+  config.max_num_batched_tokens = o.max_num_batched_tokens;
+  config.max_num_seqs = o.max_num_seqs;
+  config.max_model_len =
+      std::max<int64_t>(2, std::min(o.max_model_len > 0 ? o.max_model_len : longest_tokens,
+                                    capacity_tokens));
+  config.enable_chunked_prefill = o.enable_chunked_prefill;
+  config.long_prefill_token_threshold = o.long_prefill_token_threshold;
+  config.model_namespace = "sim";
+  StatusOr<std::unique_ptr<Scheduler>> created = Scheduler::Create(config, &kv);
+  if (!created.ok()) {
+    return created.status().WithContext(
+        StrFormat("capacity %lld blocks", static_cast<long long>(capacity_blocks)));
+  }
+  Scheduler& sched = **created;
+
   SimRow row;
   row.capacity_blocks = capacity_blocks;
+  row.max_model_len = config.max_model_len;
   const std::vector<size_t> order = ArrivalOrder(trace);
-  struct Finish {
-    double time_s;
-    SeqId id;
-    bool operator>(const Finish& other) const {
-      return time_s != other.time_s ? time_s > other.time_s : id > other.id;
-    }
-  };
-  std::priority_queue<Finish, std::vector<Finish>, std::greater<>> finishes;
-  std::deque<size_t> waiting;
-  int64_t running = 0;
-  double total_wait_s = 0.0;
-  // The head of the queue did not fit; only a finish (memory returned) can change that.
-  bool head_blocked = false;
-  std::vector<TokenId> tokens;  // reused: prompts are up to ~10^5 tokens
-
-  auto try_admit = [&](double now_s) {
-    while (!waiting.empty() && running < o.max_num_seqs && !head_blocked) {
-      const size_t i = waiting.front();
+  auto arrival_s = [&](size_t i) { return static_cast<double>(trace[i].timestamp_ms) / 1000.0; };
+  // Per request (index = SeqId): whether the sim believes it holds a sequence now, whether it
+  // was ever admitted, and whether it sampled its first token.
+  std::vector<uint8_t> running(trace.size(), 0), admitted(trace.size(), 0),
+      sampled(trace.size(), 0);
+  std::vector<double> queue_s, ttft_s;
+  queue_s.reserve(trace.size());
+  ttft_s.reserve(trace.size());
+  const double step_base_s = 1.0 / o.decode_tokens_per_s;
+  ModelOutput model;  // reused: clear() keeps the buckets
+  KvCacheManagerStats readmit;  // lookups of re-admissions, subtracted at the end
+  size_t next = 0;
+  double now_s = 0.0;
+  int empty_steps = 0;
+  while (next < order.size() || sched.has_unfinished()) {
+    if (!sched.has_unfinished()) now_s = std::max(now_s, arrival_s(order[next]));
+    for (; next < order.size() && arrival_s(order[next]) <= now_s; ++next) {
+      const size_t i = order[next];
       const TraceRequest& r = trace[i];
-      const int64_t total_tokens = r.input_tokens + r.output_tokens;
-      if ((total_tokens + bs - 1) / bs > capacity_blocks) {  // can never fit
+      RequestInput input;
+      TracePromptTokens(r, o.hash_block_tokens, &input.prompt_ids);
+      input.max_tokens = std::max<int64_t>(1, r.output_tokens);
+      input.ignore_eos = true;
+      if (o.tenants > 1) input.cache_salt = std::to_string(i % static_cast<size_t>(o.tenants));
+      const bool clipped = r.input_tokens + input.max_tokens > config.max_model_len;
+      if (!sched.add_request(static_cast<SeqId>(i), std::move(input)).ok()) {
+        KV_CHECK_GE(r.input_tokens, config.max_model_len) << "request " << i;
         ++row.num_rejected;
-        waiting.pop_front();
         continue;
       }
-      // Cheap necessary condition first: even a hit on every cacheable block leaves this many
-      // blocks to allocate.
-      if ((total_tokens + bs - 1) / bs - (r.input_tokens - 1) / bs >
-          kv.stats().blocks_free + kv.stats().blocks_cached) {
-        head_blocked = true;
-        return;
-      }
-      const std::string ns = Namespace(o, i);
-      TracePromptTokens(r, o.hash_block_tokens, &tokens);
-      const PrefixMatch m = kv.match(ns, tokens);
-      if (!kv.can_start(m, total_tokens)) {  // FCFS: the head waits for memory
-        head_blocked = true;
-        return;
-      }
-      const SeqId id = static_cast<SeqId>(i);
-      kv.start_sequence(id, ns, m);
-      KV_CHECK(kv.allocate_slots(id, total_tokens)) << "can_start promised room";
-      kv.commit(id, tokens, r.input_tokens);
-      waiting.pop_front();
-      ++running;
-      const double wait_s = now_s - static_cast<double>(r.timestamp_ms) / 1000.0;
-      total_wait_s += wait_s;
-      row.max_wait_s = std::max(row.max_wait_s, wait_s);
-      row.num_delayed += wait_s > 0;
-      const double run_s =
-          static_cast<double>(r.input_tokens - m.num_cached_tokens) / o.prefill_tokens_per_s +
-          static_cast<double>(r.output_tokens) / o.decode_tokens_per_s;
-      finishes.push({now_s + run_s, id});
-      row.peak_blocks_in_use = std::max(row.peak_blocks_in_use, kv.stats().blocks_in_use);
-      if (o.check_invariants) kv.check_invariants();
+      row.num_clipped += clipped;
     }
-  };
+    if (!sched.has_unfinished()) continue;  // everything that arrived was rejected
 
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  size_t next = 0;
-  while (next < order.size() || !finishes.empty()) {
-    const double arrival_s =
-        next < order.size() ? static_cast<double>(trace[order[next]].timestamp_ms) / 1000.0 : kInf;
-    const double finish_s = finishes.empty() ? kInf : finishes.top().time_s;
-    double now_s;
-    if (finish_s <= arrival_s) {  // finishes first: their memory serves the arrival
-      now_s = finish_s;
-      kv.free(finishes.top().id);
-      finishes.pop();
-      --running;
-      head_blocked = false;
+    const double step_start_s = now_s;
+    const SchedulerOutput out = sched.schedule();
+    for (SeqId id : out.preempted_ids) running[static_cast<size_t>(id)] = 0;
+    if (out.seqs.empty()) {
+      // Only after a step that preempted every running request; the next one admits.
+      if (++empty_steps > 2) {
+        return InternalError(StrFormat("sim: the scheduler made no progress at %.3f s",
+                                       now_s));
+      }
+      continue;
+    }
+    empty_steps = 0;
+    model.sampled.clear();
+    int64_t prefill_tokens = 0;
+    for (const ScheduledSeq& s : out.seqs) {
+      const size_t i = static_cast<size_t>(s.id);
+      const bool decode = s.num_new_tokens == 1 && s.num_computed_tokens >= trace[i].input_tokens;
+      if (decode) {
+        ++row.num_decode_tokens;
+      } else {
+        prefill_tokens += s.num_new_tokens;
+      }
+      if (s.samples) model.sampled.emplace(s.id, OutputToken(s.id));
+      if (running[i]) continue;
+      // Admitted in this step.
+      running[i] = 1;
+      if (!admitted[i]) {
+        admitted[i] = 1;
+        queue_s.push_back(step_start_s - arrival_s(i));
+        continue;
+      }
+      // A re-admission after preemption: its lookup (the tokens it had, prompt and output;
+      // nothing was committed since start_sequence, so matching again finds the same) is
+      // counted apart.
+      const Request* r = sched.request(s.id);
+      const PrefixMatch m = kv.match(r->cache_namespace(), r->all_token_ids());
+      KV_CHECK_EQ(m.num_cached_tokens, s.num_computed_tokens) << "request " << s.id;
+      ++readmit.prefix_queries;
+      readmit.prefix_hits += !m.blocks.empty();
+      readmit.prefix_queries_tokens += m.num_prompt_tokens;
+      readmit.prefix_hits_tokens += m.num_cached_tokens;
+      readmit.prefix_queries_blocks += m.num_prompt_tokens / bs;
+      readmit.prefix_hits_blocks += static_cast<int64_t>(m.blocks.size());
+      for (int k = 0; k < kNumPrefixMissReasons; ++k) readmit.miss_tokens[k] += m.miss_tokens[k];
+    }
+    row.num_prefill_tokens += prefill_tokens;
+    row.peak_blocks_in_use = std::max(row.peak_blocks_in_use, kv.stats().blocks_in_use);
+    now_s += step_base_s + static_cast<double>(prefill_tokens) / o.prefill_tokens_per_s;
+    for (const ScheduledSeq& s : out.seqs) {
+      const size_t i = static_cast<size_t>(s.id);
+      if (s.samples && !sampled[i]) {
+        sampled[i] = 1;
+        ttft_s.push_back(now_s - arrival_s(i));
+      }
+    }
+    for (const RequestOutput& result : sched.update(out, model)) {
+      if (!result.finished()) continue;
+      running[static_cast<size_t>(result.id)] = 0;
       ++row.num_requests;
       row.end_s = now_s;
-    } else {
-      now_s = arrival_s;
-      waiting.push_back(order[next++]);
     }
-    try_admit(now_s);
-    if (o.check_invariants) kv.check_invariants();
+    if (o.check_invariants) sched.check_invariants();
   }
-  KV_CHECK(waiting.empty() && running == 0 && kv.num_sequences() == 0);
+  KV_CHECK(kv.num_sequences() == 0);
+  const SchedulerStats ss = sched.stats();
+  row.num_preemptions = ss.num_preemptions_total;
+  row.num_steps = ss.num_steps;
   row.stats = kv.stats();
   KV_CHECK_EQ(row.stats.blocks_in_use, 0) << "blocks leaked";
-  const int64_t admitted = row.num_requests;
-  row.mean_wait_s = admitted > 0 ? total_wait_s / static_cast<double>(admitted) : 0.0;
+  KV_CHECK_EQ(row.num_requests + row.num_rejected, static_cast<int64_t>(trace.size()));
+  KvCacheManagerStats& st = row.stats;
+  st.prefix_queries -= readmit.prefix_queries;
+  st.prefix_hits -= readmit.prefix_hits;
+  st.prefix_queries_tokens -= readmit.prefix_queries_tokens;
+  st.prefix_hits_tokens -= readmit.prefix_hits_tokens;
+  st.prefix_queries_blocks -= readmit.prefix_queries_blocks;
+  st.prefix_hits_blocks -= readmit.prefix_hits_blocks;
+  for (int k = 0; k < kNumPrefixMissReasons; ++k) st.miss_tokens[k] -= readmit.miss_tokens[k];
+  KV_CHECK_EQ(st.prefix_queries, row.num_requests);
+  row.readmit_queries_tokens = readmit.prefix_queries_tokens;
+  row.readmit_hits_tokens = readmit.prefix_hits_tokens;
+  row.mean_queue_s = Mean(queue_s);
+  row.max_queue_s = queue_s.empty() ? 0.0 : *std::max_element(queue_s.begin(), queue_s.end());
+  row.p99_queue_s = Quantile(&queue_s, 0.99);
+  row.mean_ttft_s = Mean(ttft_s);
+  row.p99_ttft_s = Quantile(&ttft_s, 0.99);
+  row.elapsed_s = SecondsSince(start);
   return row;
 }
 
@@ -421,19 +512,35 @@ std::string FormatSimText(const SimReport& rep) {
       static_cast<long long>(rep.num_prompt_tokens), Ratio(rep.num_prompt_tokens, rep.num_requests),
       static_cast<long long>(rep.num_hash_blocks), static_cast<long long>(o.hash_block_tokens),
       static_cast<long long>(rep.num_distinct_hash_ids));
+  int64_t max_model_len = 0;
+  bool capped = false;
+  for (const SimRow& r : rep.rows) {
+    capped |= max_model_len > 0 && r.max_model_len != max_model_len;
+    max_model_len = std::max(max_model_len, r.max_model_len);
+  }
   out += StrFormat(
-      "cache: %lld-token blocks, prefix caching %s%s; per request: prefill %.0f tok/s "
-      "(uncached), decode %.0f tok/s; at most %lld sequences\n\n",
-      static_cast<long long>(o.block_tokens), o.enable_prefix_caching ? "on" : "off",
+      "cache: %lld-token blocks, prefix caching %s%s\n", static_cast<long long>(o.block_tokens),
+      o.enable_prefix_caching ? "on" : "off",
       o.tenants > 1 ? StrFormat(", %lld tenants (salts)", static_cast<long long>(o.tenants)).c_str()
-                    : "",
-      o.prefill_tokens_per_s, o.decode_tokens_per_s, static_cast<long long>(o.max_num_seqs));
-  out +=
-      StrFormat("%10s %12s %8s %8s %10s | %-38s | %7s %8s %8s\n", "capacity", "capacity", "hit", "hit",
-             "evicted", "   missed prompt tokens, % of prompt", "delayed", "mean", "peak");
-  out += StrFormat("%10s %12s %8s %8s %10s | %7s %7s %7s %7s %7s | %7s %8s %8s\n", "blocks", "tokens",
-                "tokens", "blocks", "blocks", "evict", "never", "other", "partial", "last", "reqs",
-                "wait_s", "in_use");
+                    : "");
+  out += StrFormat(
+      "engine: step %.1f ms + prefill tokens / %.0f tok/s; scheduler: %lld tokens and %lld "
+      "sequences per step, chunked prefill %s%s, max model len %lld%s\n\n",
+      1000.0 / o.decode_tokens_per_s, o.prefill_tokens_per_s,
+      static_cast<long long>(o.max_num_batched_tokens), static_cast<long long>(o.max_num_seqs),
+      o.enable_chunked_prefill ? "on" : "off",
+      o.long_prefill_token_threshold > 0
+          ? StrFormat(" (at most %lld tokens per request)",
+                      static_cast<long long>(o.long_prefill_token_threshold))
+                .c_str()
+          : "",
+      static_cast<long long>(max_model_len), capped ? " (smaller in smaller caches)" : "");
+  out += StrFormat("%10s %12s %8s %8s %10s | %-38s | %7s %8s %8s %8s %8s\n", "capacity",
+                   "capacity", "hit", "hit", "evicted", "   missed prompt tokens, % of prompt",
+                   "preempt", "recomp", "queue", "ttft", "peak");
+  out += StrFormat("%10s %12s %8s %8s %10s | %7s %7s %7s %7s %7s | %7s %8s %8s %8s %8s\n",
+                   "blocks", "tokens", "tokens", "blocks", "blocks", "evict", "never", "other",
+                   "partial", "last", "count", "% prompt", "mean_s", "p99_s", "in_use");
   auto line = [&](const SimRow& r) {
     const bool unbounded = r.capacity_blocks < 0;
     std::string s = unbounded ? StrFormat("%10s %12s", "unbounded", "-")
@@ -448,24 +555,47 @@ std::string FormatSimText(const SimReport& rep) {
                                             r.stats.prefix_queries_tokens));
     }
     if (unbounded) {
-      s += StrFormat(" | %7s %8s %8s\n", "-", "-", "-");
+      s += StrFormat(" | %7s %8s %8s %8s %8s\n", "-", "-", "-", "-", "-");
     } else {
-      s += StrFormat(" | %7lld %8.1f %8lld\n", static_cast<long long>(r.num_delayed), r.mean_wait_s,
-                  static_cast<long long>(r.peak_blocks_in_use));
+      s += StrFormat(" | %7lld %7.2f%% %8.2f %8.2f %8lld\n",
+                     static_cast<long long>(r.num_preemptions),
+                     100.0 * Ratio(r.readmit_queries_tokens - r.readmit_hits_tokens,
+                                   r.stats.prefix_queries_tokens),
+                     r.mean_queue_s, r.p99_ttft_s, static_cast<long long>(r.peak_blocks_in_use));
     }
     return s;
   };
   for (const SimRow& r : rep.rows) out += line(r);
   out += line(rep.unbounded);
-  int64_t rejected = 0;
-  for (const SimRow& r : rep.rows) rejected += r.num_rejected;
+  int64_t rejected = 0, clipped = 0;
+  for (const SimRow& r : rep.rows) {
+    rejected += r.num_rejected;
+    clipped += r.num_clipped;
+  }
   if (rejected > 0) {
-    out += StrFormat("\n%lld requests larger than a whole cache were skipped (summed over rows)\n",
-                  static_cast<long long>(rejected));
+    out += StrFormat(
+        "\n%lld requests with prompts of max model len or more were rejected (summed over rows)\n",
+        static_cast<long long>(rejected));
+  }
+  if (clipped > 0) {
+    out += StrFormat("\n%lld requests had their output cut at max model len (summed over rows)\n",
+                     static_cast<long long>(clipped));
   }
   out +=
       StrFormat("\nreplayed %lld requests x %zu capacities in %.2f s (%d threads)\n",
              static_cast<long long>(rep.num_requests), rep.rows.size(), rep.elapsed_s, rep.threads);
+  if (!rep.rows.empty()) {
+    out += "wall time per capacity:";
+    for (const SimRow& r : rep.rows) {
+      out += StrFormat(" %lld: %.2f s,", static_cast<long long>(r.capacity_blocks), r.elapsed_s);
+    }
+    out.back() = '\n';
+    out += "simulated time (last finish):";
+    for (const SimRow& r : rep.rows) {
+      out += StrFormat(" %lld: %.0f s,", static_cast<long long>(r.capacity_blocks), r.end_s);
+    }
+    out.back() = '\n';
+  }
   return out;
 }
 
@@ -494,12 +624,23 @@ std::string FormatSimJson(const SimReport& rep) {
     if (!unbounded) {
       j["evicted_blocks"] = r.stats.evicted_blocks;
       j["num_rejected"] = r.num_rejected;
-      j["num_delayed"] = r.num_delayed;
-      j["mean_wait_s"] = r.mean_wait_s;
-      j["max_wait_s"] = r.max_wait_s;
+      j["num_clipped"] = r.num_clipped;
+      j["max_model_len"] = r.max_model_len;
+      j["num_preemptions"] = r.num_preemptions;
+      j["readmit_queries_tokens"] = r.readmit_queries_tokens;
+      j["readmit_hits_tokens"] = r.readmit_hits_tokens;
+      j["num_steps"] = r.num_steps;
+      j["num_prefill_tokens"] = r.num_prefill_tokens;
+      j["num_decode_tokens"] = r.num_decode_tokens;
+      j["mean_queue_s"] = r.mean_queue_s;
+      j["p99_queue_s"] = r.p99_queue_s;
+      j["max_queue_s"] = r.max_queue_s;
+      j["mean_ttft_s"] = r.mean_ttft_s;
+      j["p99_ttft_s"] = r.p99_ttft_s;
       j["end_s"] = r.end_s;
       j["peak_blocks_in_use"] = r.peak_blocks_in_use;
       j["blocks_cached_at_end"] = r.stats.blocks_cached;
+      j["elapsed_s"] = r.elapsed_s;
     }
     return j;
   };
@@ -517,7 +658,11 @@ std::string FormatSimJson(const SimReport& rep) {
         {"enable_prefix_caching", o.enable_prefix_caching},
         {"decode_tokens_per_s", o.decode_tokens_per_s},
         {"prefill_tokens_per_s", o.prefill_tokens_per_s},
+        {"max_num_batched_tokens", o.max_num_batched_tokens},
         {"max_num_seqs", o.max_num_seqs},
+        {"max_model_len", o.max_model_len},
+        {"enable_chunked_prefill", o.enable_chunked_prefill},
+        {"long_prefill_token_threshold", o.long_prefill_token_threshold},
         {"tenants", o.tenants}}},
       {"rows", rows},
       {"unbounded", row_json(rep.unbounded)},
@@ -545,8 +690,8 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   auto opts = std::make_shared<SimOptions>();
   CLI::App* cmd = app.add_subcommand(
       "sim",
-      "Replay a request trace (Mooncake JSONL with hash_ids) through the KV cache manager and "
-      "radix prefix cache, without a model, and report prefix hit rates, evictions and miss "
+      "Replay a request trace (Mooncake JSONL with hash_ids) through the scheduler, KV cache "
+      "manager and radix prefix cache, without a model, and report prefix hit rates, evictions and miss "
       "reasons for a range of cache capacities, beside an unbounded cache.");
   cmd->add_option("--trace", opts->trace_path, "Trace file (Mooncake JSONL)")->required();
   cmd->add_option("--block-tokens,--block-size", opts->block_tokens, "Tokens per KV block")
@@ -559,12 +704,25 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
                   "the equivalent of 1k,2k,5k,10k,20k,50k,100k blocks of 512 tokens)")
       ->delimiter(',');
   cmd->add_option("--decode-tokens-per-s", opts->decode_tokens_per_s,
-                  "Decode speed of one request (sets how long it holds its blocks)")
+                  "Engine steps per second without prefill (a step lasts 1/this seconds plus its "
+                  "prefill tokens / --prefill-tokens-per-s)")
       ->capture_default_str();
   cmd->add_option("--prefill-tokens-per-s", opts->prefill_tokens_per_s,
-                  "Prefill speed of one request over its uncached prompt tokens")
+                  "Engine prefill throughput (prompt and recomputed tokens per second)")
       ->capture_default_str();
-  cmd->add_option("--max-num-seqs", opts->max_num_seqs, "Requests running at once")
+  cmd->add_option("--max-num-batched-tokens", opts->max_num_batched_tokens,
+                  "Scheduler token budget per step")
+      ->capture_default_str();
+  cmd->add_option("--max-num-seqs", opts->max_num_seqs, "Sequences per step")
+      ->capture_default_str();
+  cmd->add_option("--max-model-len", opts->max_model_len,
+                  "Prompt + output tokens per request (0: the trace's longest; capped to each "
+                  "capacity)")
+      ->capture_default_str();
+  cmd->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill",
+                opts->enable_chunked_prefill, "Split long prompts over steps (default: on)");
+  cmd->add_option("--long-prefill-token-threshold", opts->long_prefill_token_threshold,
+                  "Most tokens one request computes in a step (0: no cap)")
       ->capture_default_str();
   cmd->add_option("--max-requests", opts->max_requests, "Replay only the first N requests (0: all)")
       ->capture_default_str();
@@ -580,7 +738,7 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
   cmd->add_flag("--check-invariants", opts->check_invariants,
-                "Check the cache manager's invariants after every event (slow)")
+                "Check the scheduler's and cache manager's invariants after every step (slow)")
       ->group("");
   cmd->callback([opts, exit_code]() { *exit_code = RunSimCommand(*opts); });
 }

@@ -1,22 +1,33 @@
 // `kvserve sim`: replays a request trace (Mooncake JSONL: timestamp, input_length,
-// output_length, hash_ids) through the real KvCacheManager (block pool + radix prefix cache)
-// without running a model, for a sweep of cache capacities, and reports prefix-cache hit
-// rates (tokens and blocks), evictions and miss reasons beside the rate an unbounded cache
-// would reach.
+// output_length, hash_ids) through the real Scheduler and KvCacheManager (block pool + radix
+// prefix cache) without running a model, for a sweep of cache capacities, and reports
+// prefix-cache hit rates (tokens and blocks), evictions and miss reasons beside the rate an
+// unbounded cache would reach, with the queueing, TTFT and preemptions the scheduler produced.
 //
 // Prompt tokens: token p of a prompt is hash_ids[p / H] * H + p % H (H = tokens per hash id,
 // 512 for Mooncake), so equal hash-id prefixes give equal token prefixes and the radix tree
 // sees real token lists; the cache's block size need not equal H.
 //
-// Admission model (a stand-in for the scheduler's bookkeeping, one event per arrival and per
-// finish): requests arrive at their timestamps into one FCFS queue; the head is admitted when
-// a sequence slot is free and KvCacheManager::can_start() says its whole prompt + output fits
-// (blocks are reserved for the output at admission; no preemption); its prompt is committed
-// to the cache at admission; it runs for uncached_prompt / prefill rate + output / decode rate
-// seconds, holding its blocks, then frees them (cached blocks stay resident). Output tokens
-// are never cached: the trace does not say what they are.
+// Serving model: the real Scheduler (src/runtime/scheduler.h) drives the KvCacheManager, step
+// by step, with a trivial stand-in for the model runner. Requests are added when the simulated
+// clock reaches their timestamps; each step is out = schedule(), one sampled token for every
+// sequence that samples, update(out, tokens). So admission, chunked prefill under the
+// --max-num-batched-tokens budget, --max-num-seqs, block allocation, prefix-deferral and
+// preemption by recompute are exactly the engine's. A step lasts 1 / decode_tokens_per_s (the
+// engine's base step time) plus its prefill tokens / prefill_tokens_per_s (the engine's
+// prefill throughput); prefill tokens are all scheduled tokens except one-token decodes past
+// the prompt (recomputing a preempted request's output counts as prefill). With nothing to
+// run the clock jumps to the next arrival. A request generates max(1, output_length) tokens
+// (ignore_eos; an output_length of 0 becomes 1) whose ids are -2 - (request index): never a
+// prompt token, so outputs are committed to the cache like a real engine's but never match
+// another request's prompt.
 //
-// Plain functions; no state beyond a call.
+// Hit statistics count each request's first admission only: the lookups of preempted requests
+// re-admitted for recompute (which cover their output too) are subtracted and reported apart
+// (SimRow::readmit_*).
+//
+// Plain functions; no state beyond a call; SimulateCapacity is safe to call from several
+// threads at once (RunSim does).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -59,41 +70,74 @@ struct SimOptions {
   // Capacities to replay, in blocks; empty: the equivalent of 1k, 2k, 5k, 10k, 20k, 50k and
   // 100k blocks of 512 tokens.
   std::vector<int64_t> capacities_blocks;
-  double decode_tokens_per_s = 40.0;      // per request
-  double prefill_tokens_per_s = 10000.0;  // per request, uncached prompt tokens
+  // One engine step lasts 1 / decode_tokens_per_s + its prefill tokens / prefill_tokens_per_s
+  // seconds (a decode-only step: 25 ms by default).
+  double decode_tokens_per_s = 40.0;
+  double prefill_tokens_per_s = 100000.0;
+  // The scheduler's flags (SchedulerConfig).
+  int64_t max_num_batched_tokens = 8192;
   int64_t max_num_seqs = 256;
+  // 0: the largest prompt + max(1, output) of the trace. Capped to each capacity in tokens.
+  int64_t max_model_len = 0;
+  bool enable_chunked_prefill = true;
+  int64_t long_prefill_token_threshold = 0;
   int64_t max_requests = 0;  // replay only the first N requests (0: all)
   int64_t tenants = 1;       // cache salts given round robin (request i: salt i % tenants)
   bool enable_prefix_caching = true;
   int threads = 0;                // capacities replayed in parallel (0: one per core)
-  bool check_invariants = false;  // KvCacheManager::check_invariants() after every event
+  bool check_invariants = false;  // Scheduler::check_invariants() after every step
   std::string format = "text";    // text | json
 };
 
 // The outcome of one replay.
 struct SimRow {
   int64_t capacity_blocks = -1;  // -1: unbounded (counted analytically, no manager)
-  KvCacheManagerStats stats;     // hits, misses by reason, evictions
-  int64_t num_requests = 0;      // admitted and finished
-  int64_t num_rejected = 0;      // prompt + output larger than the whole cache
-  int64_t num_delayed = 0;       // waited for memory or a sequence slot
-  double mean_wait_s = 0.0;      // arrival to admission, over admitted requests
-  double max_wait_s = 0.0;
+  // Hits, misses by reason and evictions. Lookups are counted at each request's first
+  // admission only (re-admissions after preemption are in readmit_*); the block counts
+  // (in use, cached, free) are the manager's at the end.
+  KvCacheManagerStats stats;
+  int64_t num_requests = 0;  // finished
+  int64_t num_rejected = 0;  // prompt >= max_model_len: add_request refused it
+  int64_t num_clipped = 0;   // prompt + output > max_model_len: output cut to fit
+  int64_t max_model_len = 0;
+  // Preemptions (SchedulerStats::num_preemptions_total) and the lookups of the re-admissions
+  // they caused (prompt + output so far, and how much of it the cache still held).
+  int64_t num_preemptions = 0;
+  int64_t readmit_queries_tokens = 0;
+  int64_t readmit_hits_tokens = 0;
+  int64_t num_steps = 0;               // schedule() calls that scheduled something
+  int64_t num_prefill_tokens = 0;      // tokens computed in prefill (recompute included)
+  int64_t num_decode_tokens = 0;
+  // Simulated seconds: queueing delay (arrival to the start of the step that first scheduled
+  // the request) and time to first token (arrival to the end of the step that sampled it),
+  // over finished requests.
+  double mean_queue_s = 0.0;
+  double p99_queue_s = 0.0;
+  double max_queue_s = 0.0;
+  double mean_ttft_s = 0.0;
+  double p99_ttft_s = 0.0;
   double end_s = 0.0;  // simulated time when the last request finished
   int64_t peak_blocks_in_use = 0;
+  double elapsed_s = 0.0;  // wall time of this replay
 
   double token_hit_rate() const;  // prefix_hits_tokens / prefix_queries_tokens (0 if none)
   double block_hit_rate() const;  // over full prompt blocks
 };
 
-// Replays `trace` through a KvCacheManager of `capacity_blocks` blocks.
+// Replays `trace` through a Scheduler and a KvCacheManager of `capacity_blocks` blocks.
+// InvalidArgument when the options or the SchedulerConfig they make are invalid.
 StatusOr<SimRow> SimulateCapacity(const std::vector<TraceRequest>& trace, const SimOptions& options,
                                   int64_t capacity_blocks);
 
-// What a cache that never evicts would serve under the same admission order (FCFS keeps the
-// arrival order, so it does not depend on timing): a prompt block hits when an earlier
-// request's prompt had the same prefix up to that block's end, in the same namespace.
-// Fills the stats' query, hit and miss counters.
+// What a cache that never evicts would serve if requests were looked up in arrival order: a
+// prompt block hits when an earlier request's prompt had the same prefix up to that block's
+// end, in the same namespace. Fills the stats' query, hit and miss counters. The scheduler
+// admits in arrival order (FCFS) except that a request waiting for a prefix block another
+// request is computing may be overtaken; an overtaker shares no uncached block with it, so
+// the count is the same. Two things differ: a block whose first computer was preempted before
+// computing it may be computed (and counted never-seen) by a later request; and a block that
+// another tenant is still computing is never-seen to the manager but other-namespace here (the
+// scheduler defers only within a namespace; the sum of the two is the same).
 SimRow SimulateUnbounded(const std::vector<TraceRequest>& trace, const SimOptions& options);
 
 struct SimReport {

@@ -108,6 +108,9 @@ class Request {
   FinishReason finish_reason_ = FinishReason::kNone;
   TokenId stop_token_id_ = kNoToken;
   int64_t num_preemptions_ = 0;
+  // The scheduler's memo of full-block prefix hashes (Scheduler::block_hashes):
+  // tokens are only ever appended, so the hash chain only extends.
+  std::vector<uint64_t> block_hashes_;
 };
 
 }  // namespace kvserve

@@ -27,20 +27,6 @@ bool Contains(const std::vector<TokenId>& ids, TokenId token) {
   return std::find(ids.begin(), ids.end(), token) != ids.end();
 }
 
-// Hashes of the prefixes made of full blocks 0..i of `tokens` under `ns`, for i < num_blocks:
-// out[i] identifies (namespace, tokens[0, (i + 1) * block_size)).
-void PrefixBlockHashes(const std::string& ns, const std::vector<TokenId>& tokens,
-                       int64_t block_size, int64_t num_blocks, std::vector<uint64_t>* out) {
-  out->clear();
-  uint64_t h = SplitMix64(std::hash<std::string>{}(ns));
-  for (int64_t b = 0; b < num_blocks; ++b) {
-    for (int64_t i = b * block_size; i < (b + 1) * block_size; ++i) {
-      h = SplitMix64(h ^ static_cast<uint32_t>(tokens[static_cast<size_t>(i)]));
-    }
-    out->push_back(h);
-  }
-}
-
 }  // namespace
 
 Status SchedulerConfig::Validate() const {
@@ -91,6 +77,23 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerConfig& co
 
 Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager* kv)
     : config_(config), kv_(kv) {}
+
+// hashes[i] identifies (namespace, tokens[0, (i + 1) * block_size)): a chain over the tokens.
+const std::vector<uint64_t>& Scheduler::block_hashes(Request* r, int64_t num_blocks) const {
+  std::vector<uint64_t>& hashes = r->block_hashes_;
+  const int64_t block_size = kv_->block_size();
+  KV_CHECK_LE(num_blocks * block_size, r->num_tokens());
+  uint64_t h = hashes.empty() ? SplitMix64(std::hash<std::string>{}(r->cache_namespace()))
+                              : hashes.back();
+  const std::vector<TokenId>& tokens = r->all_token_ids();
+  for (auto b = static_cast<int64_t>(hashes.size()); b < num_blocks; ++b) {
+    for (int64_t i = b * block_size; i < (b + 1) * block_size; ++i) {
+      h = SplitMix64(h ^ static_cast<uint32_t>(tokens[static_cast<size_t>(i)]));
+    }
+    hashes.push_back(h);
+  }
+  return hashes;
+}
 
 Status Scheduler::add_request(SeqId id, RequestInput input) {
   if (requests_.count(id) != 0) {
@@ -227,18 +230,17 @@ SchedulerOutput Scheduler::schedule() {
   // is preempted or past that block the deferral ends.
   const int64_t block_size = kv_->block_size();
   std::unordered_set<uint64_t> pending;
-  std::vector<uint64_t> hashes;
   const bool defer = kv_->prefix_caching_enabled();
-  auto add_pending = [&](const Request& r, int64_t num_computed) {
-    if (num_computed >= r.num_prompt_tokens()) return;  // prefill done: blocks committed
-    const int64_t full = r.num_prompt_tokens() / block_size;
-    PrefixBlockHashes(r.cache_namespace(), r.all_token_ids(), block_size, full, &hashes);
+  auto add_pending = [&](Request* r, int64_t num_computed) {
+    if (num_computed >= r->num_prompt_tokens()) return;  // prefill done: blocks committed
+    const int64_t full = r->num_prompt_tokens() / block_size;
+    const std::vector<uint64_t>& hashes = block_hashes(r, full);
     for (int64_t b = num_computed / block_size; b < full; ++b) {
       pending.insert(hashes[static_cast<size_t>(b)]);
     }
   };
   if (defer) {
-    for (const Request* r : running_) add_pending(*r, r->num_computed_tokens());
+    for (Request* r : running_) add_pending(r, r->num_computed_tokens());
   }
   size_t next = 0;  // index in waiting_ of the next candidate
   while (!preempted_any && next < waiting_.size() && budget_tokens > 0 &&
@@ -252,9 +254,8 @@ SchedulerOutput Scheduler::schedule() {
       const int64_t first_uncached = start / block_size;
       // Only a block the request could reuse: full, and not holding its last token.
       if ((first_uncached + 1) * block_size < r->num_tokens()) {
-        PrefixBlockHashes(r->cache_namespace(), r->all_token_ids(), block_size,
-                          first_uncached + 1, &hashes);
-        if (pending.count(hashes.back()) != 0) {
+        const std::vector<uint64_t>& hashes = block_hashes(r, first_uncached + 1);
+        if (pending.count(hashes[static_cast<size_t>(first_uncached)]) != 0) {
           ++num_prefix_deferrals_total_;
           ++next;
           continue;
@@ -279,7 +280,7 @@ SchedulerOutput Scheduler::schedule() {
     out.seqs.push_back({r->id(), start, n, start + n == r->num_tokens()});
     out.num_scheduled_tokens += n;
     budget_tokens -= n;
-    if (defer) add_pending(*r, start);
+    if (defer) add_pending(r, start);
   }
 
   KV_CHECK_LE(out.num_scheduled_tokens, config_.max_num_batched_tokens);

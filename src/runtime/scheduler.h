@@ -175,6 +175,9 @@ class Scheduler {
   // Preempts a running request; if it was already scheduled in `out`, takes it out again
   // and gives its tokens back to *budget_tokens.
   void preempt(Request* victim, SchedulerOutput* out, int64_t* budget_tokens);
+  // hashes[i] identifies r's namespace and all_token_ids()[0, (i + 1) * block_size), for
+  // i < num_blocks (full blocks); each is computed once and kept in the request.
+  const std::vector<uint64_t>& block_hashes(Request* r, int64_t num_blocks) const;
   // Token-level stop conditions after appending `token`.
   FinishReason check_stop(Request* r, TokenId token) const;
   // Removes a request from its queue, frees its sequence and deletes it.
