@@ -2,7 +2,8 @@
 // prefilled, then decoded in lockstep for G steps, one ForwardBatch of N one-token rows per
 // step (what the scheduler of a serving engine does for N running requests). Reports decode
 // tokens/s (N * G / decode time), median of --runs, for each batch size and KV dtype, and the
-// speed-up over batch size 1 measured in the same run.
+// speed-up over batch size 1 measured in the same run; also the prefill speed (one sequence
+// of P tokens per forward pass, as a batch-1 server prefills).
 //
 // usage: batch_decode --model M.gguf [--batch "1 8 32"] [--dtypes "f32 fp8_e4m3 int8"]
 //          [--prompt-tokens 256] [--gen-tokens 64] [--threads 2] [--runs 3]
@@ -43,8 +44,13 @@ struct Args {
   int runs = 3;
 };
 
-// Decode tokens/s of one run.
-double RunOnce(LlamaModel& model, DType dtype, const KvCalibration* calibration, int64_t n,
+struct RunResult {
+  double prefill_tokens_per_s = 0;  // one sequence per forward pass, as a batch-1 server
+  double decode_tokens_per_s = 0;
+};
+
+// Prefill and decode speed of one run.
+RunResult RunOnce(LlamaModel& model, DType dtype, const KvCalibration* calibration, int64_t n,
                const Args& a, ThreadPool* pool) {
   const int64_t V = model.config().vocab_size;
   const KvCacheSpec spec = model.kv_spec(dtype, 16);
@@ -60,7 +66,8 @@ double RunOnce(LlamaModel& model, DType dtype, const KvCalibration* calibration,
     t.append_blocks(ids);
   }
   std::vector<float> logits(static_cast<size_t>(n * V));
-  // Prefill, a few sequences per step (not timed).
+  // Prefill, one sequence per step.
+  const auto prefill_start = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < n; ++i) {
     std::vector<TokenId> prompt = SyntheticTokenIds(a.prompt_tokens + i, V);
     prompt.erase(prompt.begin(), prompt.begin() + i);  // distinct prompts
@@ -69,6 +76,8 @@ double RunOnce(LlamaModel& model, DType dtype, const KvCalibration* calibration,
     KV_CHECK(model.Forward(batch, storage->get(), pool, logits.data()).ok());
     tables[static_cast<size_t>(i)].set_num_tokens(a.prompt_tokens);
   }
+  const double prefill_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - prefill_start).count();
   std::vector<TokenId> next(static_cast<size_t>(n), 100);
   const auto start = std::chrono::steady_clock::now();
   for (int64_t step = 0; step < a.gen_tokens; ++step) {
@@ -84,7 +93,8 @@ double RunOnce(LlamaModel& model, DType dtype, const KvCalibration* calibration,
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return static_cast<double>(n * a.gen_tokens) / seconds;
+  return {static_cast<double>(n * a.prompt_tokens) / prefill_seconds,
+          static_cast<double>(n * a.gen_tokens) / seconds};
 }
 
 int Main(int argc, char** argv) {
@@ -115,8 +125,10 @@ int Main(int argc, char** argv) {
     return 1;
   }
   ThreadPool pool(a.threads);
-  std::printf("| KV dtype | batch | decode tok/s (median of %d) | x batch 1 |\n|---|---|---|---|\n",
-              a.runs);
+  std::printf(
+      "| KV dtype | batch | decode tok/s (median of %d) | x batch 1 | prefill tok/s (median) "
+      "|\n|---|---|---|---|---|\n",
+      a.runs);
   for (const std::string& name : a.dtypes) {
     auto dtype = ParseKvCacheDtype(name, DType::kF32);
     if (!dtype.ok()) {
@@ -135,17 +147,21 @@ int Main(int argc, char** argv) {
     }
     double base = 0;
     for (int64_t n : a.batch) {
-      std::vector<double> tps;
+      std::vector<double> tps, prefill_tps;
       for (int r = 0; r < a.runs; ++r) {
         std::fprintf(stderr, "[batch_decode] %s batch %lld run %d/%d\n", name.c_str(),
                      static_cast<long long>(n), r + 1, a.runs);
-        tps.push_back(RunOnce(**model, *dtype, calibrated ? &calibration : nullptr, n, a, &pool));
+        const RunResult run =
+            RunOnce(**model, *dtype, calibrated ? &calibration : nullptr, n, a, &pool);
+        tps.push_back(run.decode_tokens_per_s);
+        prefill_tps.push_back(run.prefill_tokens_per_s);
       }
       std::sort(tps.begin(), tps.end());
+      std::sort(prefill_tps.begin(), prefill_tps.end());
       const double median = tps[tps.size() / 2];
       if (n == a.batch.front()) base = median;
-      std::printf("| %s | %lld | %.1f | %.2f |\n", name.c_str(), static_cast<long long>(n),
-                  median, median / base);
+      std::printf("| %s | %lld | %.1f | %.2f | %.1f |\n", name.c_str(), static_cast<long long>(n),
+                  median, median / base, prefill_tps[prefill_tps.size() / 2]);
       std::fflush(stdout);
     }
   }

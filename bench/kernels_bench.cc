@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -23,6 +24,7 @@
 #include <tuple>
 #include <vector>
 
+#include "base/system_memory.h"
 #include "base/thread_pool.h"
 #include "kernels/kernels.h"
 #include "kernels/paged_attention.h"
@@ -177,7 +179,18 @@ const AttnGeometry kAttnGeometries[] = {
 // One layer's paged KV for one sequence (the last one built is kept: registrations for the
 // same geometry, dtype and context run back to back).
 struct PagedKvData {
-  std::vector<uint8_t> k, v;                  // [num_blocks, 16, num_kv_heads, head_dim]
+  // [num_blocks, 16, num_kv_heads, head_dim], allocated as the engine's KvStorage allocates
+  // its pages (huge pages where the kernel allows).
+  struct Buffer {
+    std::unique_ptr<uint8_t, decltype(&std::free)> ptr{nullptr, &std::free};
+    int64_t bytes = 0;
+    uint8_t* data() const { return ptr.get(); }
+    void resize(int64_t n) {
+      ptr.reset(static_cast<uint8_t*>(AllocateLargeBuffer(n)));
+      bytes = n;
+    }
+  };
+  Buffer k, v;
   std::vector<float> head_scales;             // fp8: [num_kv_heads]
   std::vector<float> token_scales;            // int8: [num_blocks * 16, num_kv_heads]
   std::vector<int32_t> block_table;
@@ -275,7 +288,7 @@ int RegisterPagedDecode() {
   for (const AttnGeometry& geo : kAttnGeometries) {
     for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kFp8E4M3,
                         DType::kFp8E5M2, DType::kI8}) {
-      for (int64_t context : {int64_t{1024}, int64_t{8192}, int64_t{32768}}) {
+      for (int64_t context : {int64_t{256}, int64_t{1024}, int64_t{8192}, int64_t{32768}}) {
         for (int threads : {1, 2}) {
           std::string name = std::string("PagedDecode/") + geo.name + "/" + DTypeName(dtype) +
                              "/ctx:" + std::to_string(context) +

@@ -1,8 +1,10 @@
 #include "base/system_memory.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -69,6 +71,18 @@ int64_t AvailableMemoryBytes() {
     available = available > 0 ? std::min(available, left) : left;
   }
   return available;
+}
+
+void* AllocateLargeBuffer(int64_t bytes) {
+  if (bytes <= 0) return nullptr;
+  const size_t alignment = bytes >= kHugePageBytes ? kHugePageBytes : 64;
+  const size_t rounded = (static_cast<size_t>(bytes) + alignment - 1) / alignment * alignment;
+  void* p = std::aligned_alloc(alignment, rounded);
+#ifdef MADV_HUGEPAGE
+  // Advice only: without THP support the buffer simply keeps 4 KiB pages.
+  if (p != nullptr && alignment == kHugePageBytes) ::madvise(p, rounded, MADV_HUGEPAGE);
+#endif
+  return p;
 }
 
 }  // namespace kvserve

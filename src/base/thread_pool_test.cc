@@ -1,7 +1,9 @@
 #include "base/thread_pool.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -34,6 +36,30 @@ TEST(ThreadPoolTest, ParallelForCoversEachItemOnceWithAlignedChunks) {
         EXPECT_LE(num_calls.load(), threads * 4);
         EXPECT_FALSE(misaligned.load()) << "n=" << n << " grain=" << grain;
       }
+    }
+  }
+}
+
+// Chunks differ by at most one grain, so that no thread is left a long last chunk (a 576-row
+// matmul in 16-row panels is 36 grains: eight chunks of 4 or 5, not seven of 5 and one of 1).
+TEST(ThreadPoolTest, ParallelForBalancesChunksToWithinOneGrain) {
+  ThreadPool pool(2);
+  for (int64_t n : {36 * 16, 12 * 16, 1536, 1000, 77}) {
+    for (int64_t grain : {1, 16}) {
+      std::mutex mu;
+      std::vector<int64_t> sizes;
+      pool.ParallelFor(n, grain, [&](int64_t begin, int64_t end) {
+        std::lock_guard<std::mutex> lock(mu);
+        sizes.push_back(end - begin);
+      });
+      const int64_t num_grains = (n + grain - 1) / grain;
+      if (num_grains < 2) continue;
+      ASSERT_FALSE(sizes.empty());
+      std::sort(sizes.begin(), sizes.end());
+      // The last chunk may hold a partial grain; compare whole grains.
+      const int64_t smallest_grains = (sizes.front() + grain - 1) / grain;
+      const int64_t largest_grains = sizes.back() / grain;
+      EXPECT_LE(largest_grains - smallest_grains, 1) << "n=" << n << " grain=" << grain;
     }
   }
 }

@@ -8,6 +8,7 @@
 #include <new>
 
 #include "base/check.h"
+#include "base/system_memory.h"
 
 namespace kvserve {
 
@@ -50,12 +51,8 @@ namespace {
 
 bool IsFp8(DType d) { return d == DType::kFp8E4M3 || d == DType::kFp8E5M2; }
 
-// 64-byte aligned, uninitialised; null on failure.
-void* AllocateAligned(int64_t bytes) {
-  if (bytes <= 0) return nullptr;
-  const size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
-  return std::aligned_alloc(64, rounded);
-}
+// Uninitialised, huge pages where large (see AllocateLargeBuffer); null on failure.
+void* AllocateAligned(int64_t bytes) { return AllocateLargeBuffer(bytes); }
 
 }  // namespace
 

@@ -165,6 +165,7 @@ void LlamaModel::EnsureWorkspace(int64_t num_tokens) {
   k_.resize(n * kv_dim);
   v_.resize(n * kv_dim);
   positions_.resize(n);
+  rope_cos_sin_.resize(n * 2 * inv_freqs_.size());
   workspace_tokens_ = num_tokens;
 }
 
@@ -198,6 +199,11 @@ void LlamaModel::RunLayers(const TokenId* tokens, const int64_t* positions, int6
   float* up = up_.data();
 
   for (int64_t i = 0; i < n; ++i) kernels::EmbeddingLookup(*token_embd_, tokens[i], x + i * D);
+  // RoPE angles of each row, shared by every layer.
+  const auto num_pairs = static_cast<int64_t>(inv_freqs_.size());
+  for (int64_t i = 0; i < n; ++i) {
+    kernels::RopeCosSin(positions[i], inv_freqs_, rope_cos_sin_.data() + i * 2 * num_pairs);
+  }
 
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const Layer& layer = layers_[static_cast<size_t>(l)];
@@ -214,9 +220,11 @@ void LlamaModel::RunLayers(const TokenId* tokens, const int64_t* positions, int6
     }
     auto rope_rows = [&](int64_t r0, int64_t r1) {
       for (int64_t i = r0; i < r1; ++i) {
-        kernels::Rope(q + i * q_dim, c.num_heads, hd, positions[i], inv_freqs_, c.rope.layout);
-        kernels::Rope(k_rows + i * kv_dim, c.num_kv_heads, hd, positions[i], inv_freqs_,
+        const float* cos_sin = rope_cos_sin_.data() + i * 2 * num_pairs;
+        kernels::Rope(q + i * q_dim, c.num_heads, hd, positions[i], inv_freqs_, cos_sin,
                       c.rope.layout);
+        kernels::Rope(k_rows + i * kv_dim, c.num_kv_heads, hd, positions[i], inv_freqs_,
+                      cos_sin, c.rope.layout);
       }
     };
     // Row-wise work between the matmuls runs on the pool for batches: at 32 decode rows the

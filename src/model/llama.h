@@ -136,6 +136,7 @@ class LlamaModel {
   std::vector<float> k_;       // [n, kv_dim] paged path: this step's keys before storing
   std::vector<float> v_;       // [n, kv_dim]
   std::vector<int64_t> positions_;  // [n] dense path
+  std::vector<float> rope_cos_sin_;  // [n, rotary_dim]: RopeCosSin of each row (cos, sin)
 };
 
 }  // namespace kvserve

@@ -48,26 +48,23 @@ void RmsNorm(const float* x, const float* weight, int64_t num_rows, int64_t n, f
   }
 }
 
+void RopeCosSin(int64_t position, const std::vector<float>& inv_freqs, float* cos_sin) {
+  const int64_t num_pairs = static_cast<int64_t>(inv_freqs.size());
+  for (int64_t i = 0; i < num_pairs; ++i) {
+    const double angle = static_cast<double>(position) * static_cast<double>(inv_freqs[i]);
+    cos_sin[i] = static_cast<float>(std::cos(angle));
+    cos_sin[num_pairs + i] = static_cast<float>(std::sin(angle));
+  }
+}
+
 void Rope(float* x, int64_t num_heads, int64_t head_dim, int64_t position,
-          const std::vector<float>& inv_freqs, RopeLayout layout) {
+          const std::vector<float>& inv_freqs, const float* cos_sin, RopeLayout layout) {
+  // The reference computes its angles in double itself.
   if (!UseSimd()) return reference::Rope(x, num_heads, head_dim, position, inv_freqs, layout);
   const int64_t num_pairs = static_cast<int64_t>(inv_freqs.size());
   KV_CHECK(2 * num_pairs <= head_dim) << "rotary_dim " << 2 * num_pairs << " > " << head_dim;
-  // cos/sin once per call, shared by all heads.
-  float stack_cos[128], stack_sin[128];
-  std::vector<float> heap;
-  float* cs = stack_cos;
-  float* sn = stack_sin;
-  if (num_pairs > 128) {
-    heap.resize(2 * num_pairs);
-    cs = heap.data();
-    sn = heap.data() + num_pairs;
-  }
-  for (int64_t i = 0; i < num_pairs; ++i) {
-    double angle = static_cast<double>(position) * static_cast<double>(inv_freqs[i]);
-    cs[i] = static_cast<float>(std::cos(angle));
-    sn[i] = static_cast<float>(std::sin(angle));
-  }
+  const float* cs = cos_sin;
+  const float* sn = cos_sin + num_pairs;
   for (int64_t h = 0; h < num_heads; ++h) {
     float* xh = x + h * head_dim;
     if (layout == RopeLayout::kNeox) {
@@ -80,6 +77,21 @@ void Rope(float* x, int64_t num_heads, int64_t head_dim, int64_t position,
       }
     }
   }
+}
+
+void Rope(float* x, int64_t num_heads, int64_t head_dim, int64_t position,
+          const std::vector<float>& inv_freqs, RopeLayout layout) {
+  if (!UseSimd()) return reference::Rope(x, num_heads, head_dim, position, inv_freqs, layout);
+  const int64_t num_pairs = static_cast<int64_t>(inv_freqs.size());
+  float stack[256];
+  std::vector<float> heap;
+  float* cos_sin = stack;
+  if (num_pairs > 128) {
+    heap.resize(static_cast<size_t>(2 * num_pairs));
+    cos_sin = heap.data();
+  }
+  RopeCosSin(position, inv_freqs, cos_sin);
+  Rope(x, num_heads, head_dim, position, inv_freqs, cos_sin, layout);
 }
 
 void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {

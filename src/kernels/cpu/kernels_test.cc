@@ -73,6 +73,33 @@ TEST_P(KernelsTest, RopeMatchesReferenceBothLayoutsAndPartialRotary) {
   }
 }
 
+// The forward pass computes each row's angles once (RopeCosSin) for all layers; that must not
+// change a single bit against Rope computing them itself, at every SIMD level.
+TEST_P(KernelsTest, RopeWithPrecomputedAnglesIsBitIdentical) {
+  for (RopeLayout layout : {RopeLayout::kInterleaved, RopeLayout::kNeox}) {
+    for (int64_t head_dim : {8, 64, 128}) {
+      RopeOptions opt;
+      opt.head_dim = head_dim;
+      opt.rotary_dim = head_dim;
+      opt.theta = 500000.0f;
+      auto inv = RopeInvFreqs(opt);
+      for (int64_t pos : {0, 3, 1000, 131071}) {
+        const auto x = RandomVector(5 * head_dim, rng_);
+        auto plain = x;
+        auto tabled = x;
+        std::vector<float> cos_sin(inv.size() * 2);
+        kernels::RopeCosSin(pos, inv, cos_sin.data());
+        kernels::Rope(plain.data(), 5, head_dim, pos, inv, layout);
+        kernels::Rope(tabled.data(), 5, head_dim, pos, inv, cos_sin.data(), layout);
+        ASSERT_EQ(plain, tabled) << "pos=" << pos << " head_dim=" << head_dim;
+        if (pos != 0) {  // position 0 is the identity
+          EXPECT_NE(plain, x) << "pos=" << pos;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(KernelsTest, RopePositionZeroIsIdentityAndNeoxPairsHalves) {
   RopeOptions opt;
   opt.head_dim = 4;
