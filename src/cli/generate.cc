@@ -140,11 +140,8 @@ int RunPromptsFile(const GenerateOptions& options, LlamaModel& model, const Toke
   KvCacheConfig kvc = *kv_config;
   const int64_t max_model_len =
       kvc.max_model_len > 0 ? kvc.max_model_len : model.config().max_seq_len;
-  int64_t budget = options.max_num_batched_tokens;
-  if (budget == 0) {
-    budget = std::max<int64_t>(2048, options.max_num_seqs);
-    if (!options.enable_chunked_prefill) budget = std::max(budget, max_model_len);
-  }
+  const int64_t budget = StepTokenBudget(options.max_num_batched_tokens, options.max_num_seqs,
+                                         options.enable_chunked_prefill, max_model_len);
   // One-shot sizing: room for the sequences that can run at once (unless a budget flag says).
   kvc.default_num_sequences = std::min(num_requests, options.max_num_seqs);
   kvc.max_num_batched_tokens = budget;
@@ -159,11 +156,8 @@ int RunPromptsFile(const GenerateOptions& options, LlamaModel& model, const Toke
   eo.scheduler.max_num_batched_tokens = budget;
   eo.scheduler.enable_chunked_prefill = options.enable_chunked_prefill;
   eo.scheduler.model_namespace = model.config().name;
-  for (TokenId t = 0; t < model.config().vocab_size; ++t) {
-    if (tokenizer->IsEndOfGeneration(t) || (llama2c && t == tokenizer->bos_id())) {
-      eo.scheduler.eos_token_ids.push_back(t);
-    }
-  }
+  eo.scheduler.eos_token_ids =
+      EndOfGenerationIds(*tokenizer, model.config().vocab_size, llama2c);
   auto engine = Engine::Create(eo, &model, &*kv, &pool);
   if (!engine.ok()) return ReportError(engine.status());
 

@@ -181,11 +181,8 @@ int RunServe(const ServeOptions& o) {
   if (o.gpu_memory_utilization >= 0.0) kvc.memory_utilization = o.gpu_memory_utilization;
   const int64_t max_model_len =
       kvc.max_model_len > 0 ? kvc.max_model_len : model->config().max_seq_len;
-  int64_t budget = o.max_num_batched_tokens;
-  if (budget == 0) {
-    budget = std::max<int64_t>(2048, o.max_num_seqs);
-    if (!o.enable_chunked_prefill) budget = std::max(budget, max_model_len);
-  }
+  const int64_t budget = StepTokenBudget(o.max_num_batched_tokens, o.max_num_seqs,
+                                         o.enable_chunked_prefill, max_model_len);
   kvc.default_num_sequences = std::min(o.max_num_seqs, o.kv_default_sequences);
   kvc.max_num_batched_tokens = budget;
   auto kv = CreateKvCacheWithBanner(*model, tokenizer.get(), kvc, &pool);
@@ -208,11 +205,8 @@ int RunServe(const ServeOptions& o) {
   eo.scheduler.policy =
       o.scheduling_policy == "priority" ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs;
   eo.scheduler.model_namespace = model->config().name;
-  for (TokenId t = 0; t < model->config().vocab_size; ++t) {
-    if (tokenizer->IsEndOfGeneration(t) || (llama2c && t == tokenizer->bos_id())) {
-      eo.scheduler.eos_token_ids.push_back(t);
-    }
-  }
+  eo.scheduler.eos_token_ids =
+      EndOfGenerationIds(*tokenizer, model->config().vocab_size, llama2c);
   auto engine = Engine::Create(eo, model.get(), &*kv, &pool);
   if (!engine.ok()) return ReportError(engine.status());
 
