@@ -3,7 +3,8 @@
 # `kvserve generate --prompts-file` (the engine, no HTTP), on synthetic SmolLM2-135M Q8_0 at 2
 # threads, f32 KV, each repeated ROUNDS times (default 3) and reported as medians:
 #   1. 32 requests of ~256 prompt + 128 output tokens: all together vs one after another
-#      (the two run back to back in each round; the ratio is taken per round);
+#      (the two run back to back in each round; the ratio is taken per round), and the same
+#      with one output token, which splits each time into prefill and decode;
 #   2. TTFT of a ~2,177-token prompt whose first 2,176 tokens are cached vs cold;
 #   3. shared prefixes: 8 groups x 8 requests (~1,020-token system prompt + ~128-token question,
 #      64 output tokens) with prefix caching on and off: hit rate and throughput.
@@ -49,6 +50,9 @@ for ((r = 1; r <= ROUNDS; r++)); do
   log "round $r/$ROUNDS: 32 requests together, then one after another"
   gen "$W/p32.txt" "$W/c32-$r.json" -n 128 --ignore-eos --max-num-seqs 32
   gen "$W/p32.txt" "$W/c1-$r.json" -n 128 --ignore-eos --max-num-seqs 1
+  log "round $r/$ROUNDS: the same prompts with one output token (prefill time)"
+  gen "$W/p32.txt" "$W/p32-$r.json" -n 1 --ignore-eos --max-num-seqs 32
+  gen "$W/p32.txt" "$W/p1-$r.json" -n 1 --ignore-eos --max-num-seqs 1
   log "round $r/$ROUNDS: TTFT cached vs cold"
   gen "$W/ttft.txt" "$W/ttft-$r.json" -n 1 --max-num-seqs 1 --max-model-len 4096
   log "round $r/$ROUNDS: shared prefixes, caching on and off"
@@ -67,6 +71,11 @@ c1 = [load(f'c1-{r}.json')['elapsed_s'] for r in range(1, rounds + 1)]
 ratios = [b / a for a, b in zip(c32, c1)]
 print(f"32 requests: together {med(c32):.1f} s {c32}, one after another {med(c1):.1f} s {c1}; "
       f"ratio per round {[round(x, 2) for x in ratios]}, median {med(ratios):.2f}x")
+p32 = [load(f'p32-{r}.json')['elapsed_s'] for r in range(1, rounds + 1)]
+p1 = [load(f'p1-{r}.json')['elapsed_s'] for r in range(1, rounds + 1)]
+print(f"  of which prefill (1 output token): together {med(p32):.2f} s, one after another "
+      f"{med(p1):.2f} s; so decode of 127 more tokens: together {med([a - b for a, b in zip(c32, p32)]):.2f} s, "
+      f"one after another {med([a - b for a, b in zip(c1, p1)]):.2f} s")
 # TTFT: each request's TTFT minus the previous one's is its own prefill (max-num-seqs 1).
 cold, cached = [], []
 for r in range(1, rounds + 1):
