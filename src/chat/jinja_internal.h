@@ -1,6 +1,8 @@
 // Internals of the jinja interpreter shared by its .cc files (not part of the API).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <ctime>
 #include <optional>
 #include <string>
@@ -32,6 +34,32 @@ std::string TypeName(const Value& v);
 // Items of an iterable as Python iterates it (list/tuple items, dict keys, string code
 // points; undefined: none). Error for non-iterables.
 StatusOr<std::vector<Value>> Iterate(const Value& v);
+
+// Shared by the filters (jinja_builtins.cc) and the str methods (jinja_methods.cc):
+// A Python TypeError-style message (an InvalidArgument status).
+Status TypeError(std::string message);
+// Positional argument `i` or keyword `name` of a call, else nullptr / `def`.
+const Value* Arg(const CallArgs& a, size_t i, const char* name);
+Value ArgOr(const CallArgs& a, size_t i, const char* name, Value def);
+// An integer argument (None or absent: `def`); `what` names it in the error.
+StatusOr<int64_t> IntArg(const Value* v, int64_t def, const char* what);
+// str.lower(), str.upper(), str.title(), str.capitalize() (simple case mapping).
+std::string Lower(const std::string& s);
+std::string Upper(const std::string& s);
+std::string Title(const std::string& s);
+std::string Capitalize(const std::string& s);
+// str.replace(from, to, count) (count < 0: all).
+std::string Replace(const std::string& s, const std::string& from, const std::string& to,
+                    int64_t count);
+// str.split() on whitespace with maxsplit (< 0: no limit).
+std::vector<std::string> SplitWs(const std::string& s, int64_t maxsplit);
+// Escapes & < > " ' as jinja2's escape filter (markupsafe) does.
+std::string HtmlEscape(const std::string& s);
+// printf-style formatting ("%s" % x, "%s"|format(x)): %s %r %d %i %f %x %% with optional
+// width/precision.
+StatusOr<std::string> PercentFormat(const std::string& fmt, const std::vector<Value>& args);
+// Calls method `name` of a str value (s.strip(), s.split(), ...).
+StatusOr<Value> CallStrMethod(const std::string& s, const std::string& name, const CallArgs& a);
 
 // Hooks the builtins need from the renderer.
 class Env {
