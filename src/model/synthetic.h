@@ -20,7 +20,7 @@ struct SyntheticModelOptions {
   std::string preset = "tiny";
   DType dtype = DType::kF32;  // f32, f16, bf16 or q8_0 for the weight matrices
   uint64_t seed = 0;
-  std::optional<VocabSpec> vocab;  // replaces the synthetic vocabulary (and the vocab size)
+  std::optional<VocabSpec> vocab = std::nullopt;  // replaces the synthetic vocabulary and size
 };
 
 // "tiny", "smollm2-135m", "qwen2.5-0.5b", "llama-3.2-1b".

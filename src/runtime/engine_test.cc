@@ -169,7 +169,9 @@ TEST_F(EngineTest, LogprobsComeWithEachTokenAndDoNotChangeTheTokens) {
       EXPECT_GE(lp.top[1].logprob, lp.top[2].logprob);
     }
     ids.insert(ids.end(), ev.token_ids.begin(), ev.token_ids.end());
-    if (ev.finished()) EXPECT_NE(ev.first_scheduled_time, EngineClock::time_point{});
+    if (ev.finished()) {
+      EXPECT_NE(ev.first_scheduled_time, EngineClock::time_point{});
+    }
   }
   EXPECT_EQ(ids, plain.ids);
   in.logprobs = kMaxLogprobs + 1;
