@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
 # The continuous-batching and prefix-caching figures of docs/benchmarks.md, through
 # `kvserve generate --prompts-file` (the engine, no HTTP), on synthetic SmolLM2-135M Q8_0 at 2
-# threads, f32 KV, each repeated ROUNDS times (default 3) and reported as medians:
+# threads, f32 KV, each repeated and reported as medians:
 #   1. 32 requests of ~256 prompt + 128 output tokens: all together vs one after another
-#      (the two run back to back in each round; the ratio is taken per round), and the same
-#      with one output token, which splits each time into prefill and decode;
+#      (the two run back to back in each of PAIR_ROUNDS rounds, default 5: these shared
+#      machines drift by tens of percent within minutes, so the ratio is taken per round),
+#      and the same with one output token, which splits each time into prefill and decode;
 #   2. TTFT of a ~2,177-token prompt whose first 2,176 tokens are cached vs cold;
 #   3. shared prefixes: 8 groups x 8 requests (~1,020-token system prompt + ~128-token question,
-#      64 output tokens) with prefix caching on and off: hit rate and throughput.
-# Usage: bench/engine_bench.sh [--rounds N]
+#      64 output tokens) with prefix caching on and off: hit rate and throughput;
+# items 2 and 3 ROUNDS times (default 3).
+# Usage: bench/engine_bench.sh [--rounds N] [--pair-rounds N]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROUNDS=3
-[[ "${1:-}" == --rounds ]] && ROUNDS="$2"
+PAIR_ROUNDS=5
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --rounds) ROUNDS="$2"; shift 2 ;;
+    --pair-rounds) PAIR_ROUNDS="$2"; shift 2 ;;
+    *) echo "usage: bench/engine_bench.sh [--rounds N] [--pair-rounds N]" >&2; exit 2 ;;
+  esac
+done
 BIN=build/kvserve
 MODEL=build/bench-models/smollm2-135m-q8_0.gguf
 W="$(mktemp -d -t kvserve-engine-bench.XXXXXX)"
@@ -46,13 +55,16 @@ gen() {  # gen FILE OUT [flags...]: the summary line (last JSON line) into OUT
   tail -n 1 "$out.all" >"$out"
 }
 
-for ((r = 1; r <= ROUNDS; r++)); do
-  log "round $r/$ROUNDS: 32 requests together, then one after another"
+for ((r = 1; r <= PAIR_ROUNDS; r++)); do
+  log "round $r/$PAIR_ROUNDS: 32 requests together, then one after another"
   gen "$W/p32.txt" "$W/c32-$r.json" -n 128 --ignore-eos --max-num-seqs 32
   gen "$W/p32.txt" "$W/c1-$r.json" -n 128 --ignore-eos --max-num-seqs 1
-  log "round $r/$ROUNDS: the same prompts with one output token (prefill time)"
+  log "round $r/$PAIR_ROUNDS: the same prompts with one output token (prefill time)"
   gen "$W/p32.txt" "$W/p32-$r.json" -n 1 --ignore-eos --max-num-seqs 32
   gen "$W/p32.txt" "$W/p1-$r.json" -n 1 --ignore-eos --max-num-seqs 1
+done
+
+for ((r = 1; r <= ROUNDS; r++)); do
   log "round $r/$ROUNDS: TTFT cached vs cold"
   gen "$W/ttft.txt" "$W/ttft-$r.json" -n 1 --max-num-seqs 1 --max-model-len 4096
   log "round $r/$ROUNDS: shared prefixes, caching on and off"
@@ -61,18 +73,18 @@ for ((r = 1; r <= ROUNDS; r++)); do
     --no-enable-prefix-caching
 done
 
-python3 - "$W" "$ROUNDS" <<'EOF'
+python3 - "$W" "$ROUNDS" "$PAIR_ROUNDS" <<'EOF'
 import json, statistics, sys
-w, rounds = sys.argv[1], int(sys.argv[2])
+w, rounds, pair_rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 med = statistics.median
 load = lambda f: json.load(open(f'{w}/{f}'))
-c32 = [load(f'c32-{r}.json')['elapsed_s'] for r in range(1, rounds + 1)]
-c1 = [load(f'c1-{r}.json')['elapsed_s'] for r in range(1, rounds + 1)]
+c32 = [load(f'c32-{r}.json')['elapsed_s'] for r in range(1, pair_rounds + 1)]
+c1 = [load(f'c1-{r}.json')['elapsed_s'] for r in range(1, pair_rounds + 1)]
 ratios = [b / a for a, b in zip(c32, c1)]
 print(f"32 requests: together {med(c32):.1f} s {c32}, one after another {med(c1):.1f} s {c1}; "
       f"ratio per round {[round(x, 2) for x in ratios]}, median {med(ratios):.2f}x")
-p32 = [load(f'p32-{r}.json')['elapsed_s'] for r in range(1, rounds + 1)]
-p1 = [load(f'p1-{r}.json')['elapsed_s'] for r in range(1, rounds + 1)]
+p32 = [load(f'p32-{r}.json')['elapsed_s'] for r in range(1, pair_rounds + 1)]
+p1 = [load(f'p1-{r}.json')['elapsed_s'] for r in range(1, pair_rounds + 1)]
 print(f"  of which prefill (1 output token): together {med(p32):.2f} s, one after another "
       f"{med(p1):.2f} s; so decode of 127 more tokens: together {med([a - b for a, b in zip(c32, p32)]):.2f} s, "
       f"one after another {med([a - b for a, b in zip(c1, p1)]):.2f} s")
