@@ -31,8 +31,10 @@ int64_t KvQuantStats::total_clipped() const {
 
 void KvStorage::AlignedFree::operator()(void* p) const { std::free(p); }
 
-void KvStorage::CommitMemory() {
-  const int64_t slots = num_blocks_ * spec_.block_size;
+void KvStorage::CommitMemory() { CommitMemory(num_blocks_); }
+
+void KvStorage::CommitMemory(int64_t num_blocks) {
+  const int64_t slots = std::clamp<int64_t>(num_blocks, 0, num_blocks_) * spec_.block_size;
   const size_t page_bytes =
       static_cast<size_t>(slots * spec_.num_kv_heads * spec_.head_dim * spec_.value_bytes());
   const size_t scale_bytes =

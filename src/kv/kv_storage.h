@@ -60,6 +60,10 @@ class KvStorage {
   // allocated uncommitted). A server calls it at start-up: its resident size is then stable
   // from the first request on, and a budget the machine cannot back fails at start-up.
   void CommitMemory();
+  // The same for blocks [0, num_blocks) only (clamped to the pool). The block pool hands out
+  // the lowest free ids first, so a one-shot run that can use at most N blocks touches exactly
+  // these; committing them before timing keeps page faults out of the measurement.
+  void CommitMemory(int64_t num_blocks);
 
   // fp8: installs per-layer, per-head scales (each > 0 and finite). Other dtypes: error.
   Status SetScales(KvScales scales);

@@ -117,6 +117,30 @@ TEST(KvStorageTest, Fp8CountsSaturationPerLayer) {
   EXPECT_FLOAT_EQ(kb[5], -1.0f);
 }
 
+// CommitMemory(n) zeroes exactly blocks [0, n), clamped to the pool (ASan checks the bounds).
+TEST(KvStorageTest, CommitMemoryOfALeadingBlockRange) {
+  auto storage = KvStorage::Create(Spec(DType::kI8), 3);  // 12 slots of 4-token blocks
+  ASSERT_TRUE(storage.ok());
+  KvStorage& s = **storage;
+  const std::vector<float> k = RandomRows(120, 5, 1.0f), v = RandomRows(120, 6, 1.0f);
+  for (int64_t layer = 0; layer < 2; ++layer) {
+    for (int64_t slot = 0; slot < 12; ++slot) s.Write(layer, &slot, 1, k.data(), v.data());
+  }
+  s.CommitMemory(-1);  // nothing
+  s.CommitMemory(1);   // slots 0-3
+  std::vector<float> kb(120), vb(120);
+  for (int64_t layer = 0; layer < 2; ++layer) {
+    s.ReadSlot(layer, 3, kb.data(), vb.data());
+    EXPECT_EQ(kb, std::vector<float>(120, 0.0f)) << "layer " << layer;
+    EXPECT_EQ(s.k_token_scales(layer)[3 * 3], 0.0f);
+    s.ReadSlot(layer, 4, kb.data(), vb.data());  // block 1 keeps its values
+    EXPECT_NE(kb, std::vector<float>(120, 0.0f)) << "layer " << layer;
+  }
+  s.CommitMemory(1000);  // clamped to the 3 blocks
+  s.ReadSlot(1, 11, kb.data(), vb.data());
+  EXPECT_EQ(vb, std::vector<float>(120, 0.0f));
+}
+
 TEST(KvStorageTest, Int8ScaleIsPerTokenAndHead) {
   auto storage = KvStorage::Create(Spec(DType::kI8), 1);
   ASSERT_TRUE(storage.ok());
