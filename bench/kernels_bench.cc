@@ -183,12 +183,8 @@ struct PagedKvData {
   // its pages (huge pages where the kernel allows).
   struct Buffer {
     std::unique_ptr<uint8_t, decltype(&std::free)> ptr{nullptr, &std::free};
-    int64_t bytes = 0;
     uint8_t* data() const { return ptr.get(); }
-    void resize(int64_t n) {
-      ptr.reset(static_cast<uint8_t*>(AllocateLargeBuffer(n)));
-      bytes = n;
-    }
+    void resize(int64_t n) { ptr.reset(static_cast<uint8_t*>(AllocateLargeBuffer(n))); }
   };
   Buffer k, v;
   std::vector<float> head_scales;             // fp8: [num_kv_heads]

@@ -3,8 +3,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <string>
 
 #include <gtest/gtest.h>
 

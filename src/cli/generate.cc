@@ -169,10 +169,10 @@ int RunPromptsFile(const GenerateOptions& options, LlamaModel& model, const Toke
   // Commit the KV pages this run can touch before the clock starts, as serve commits its whole
   // cache at start-up: at most every request's prompt + output, in the lowest block ids (the
   // pool hands those out first). First-touch page faults are then not part of the timings.
+  const int64_t max_tokens = std::max<int64_t>(1, options.max_new_tokens);
   int64_t run_blocks = 0;
   for (const std::vector<TokenId>& ids : prompt_ids) {
-    run_blocks += kv->spec.blocks_for_tokens(static_cast<int64_t>(ids.size()) +
-                                             std::max<int64_t>(1, options.max_new_tokens));
+    run_blocks += kv->spec.blocks_for_tokens(static_cast<int64_t>(ids.size()) + max_tokens);
   }
   run_blocks = std::min(run_blocks, kv->num_blocks());
   const auto commit_start = std::chrono::steady_clock::now();
@@ -188,7 +188,7 @@ int RunPromptsFile(const GenerateOptions& options, LlamaModel& model, const Toke
     in.prompt_ids = prompt_ids[i];
     in.sampling = options.sampling;
     in.sampling.seed = options.sampling.seed + static_cast<uint64_t>(i);
-    in.max_tokens = std::max<int64_t>(1, options.max_new_tokens);
+    in.max_tokens = max_tokens;
     in.ignore_eos = options.ignore_eos;
     auto stream = (*engine)->submit(std::move(in));
     if (!stream.ok()) {

@@ -53,9 +53,6 @@ namespace {
 
 bool IsFp8(DType d) { return d == DType::kFp8E4M3 || d == DType::kFp8E5M2; }
 
-// Uninitialised, huge pages where large (see AllocateLargeBuffer); null on failure.
-void* AllocateAligned(int64_t bytes) { return AllocateLargeBuffer(bytes); }
-
 }  // namespace
 
 StatusOr<std::unique_ptr<KvStorage>> KvStorage::Create(const KvCacheSpec& spec,
@@ -78,12 +75,12 @@ StatusOr<std::unique_ptr<KvStorage>> KvStorage::Create(const KvCacheSpec& spec,
   const int64_t scale_bytes = spec.dtype == DType::kI8 ? slots * spec.num_kv_heads * 4 : 0;
   s->layers_.resize(static_cast<size_t>(spec.num_layers));
   for (Layer& layer : s->layers_) {
-    layer.k.reset(static_cast<uint8_t*>(AllocateAligned(page_bytes)));
-    layer.v.reset(static_cast<uint8_t*>(AllocateAligned(page_bytes)));
+    layer.k.reset(static_cast<uint8_t*>(AllocateLargeBuffer(page_bytes)));
+    layer.v.reset(static_cast<uint8_t*>(AllocateLargeBuffer(page_bytes)));
     bool ok = layer.k && layer.v;
     if (scale_bytes > 0) {
-      layer.k_scales.reset(static_cast<float*>(AllocateAligned(scale_bytes)));
-      layer.v_scales.reset(static_cast<float*>(AllocateAligned(scale_bytes)));
+      layer.k_scales.reset(static_cast<float*>(AllocateLargeBuffer(scale_bytes)));
+      layer.v_scales.reset(static_cast<float*>(AllocateLargeBuffer(scale_bytes)));
       ok = ok && layer.k_scales && layer.v_scales;
     }
     if (!ok) {
