@@ -50,6 +50,35 @@ inline float VFactor(const PagedKv& kv, int64_t kv_head) {
   return 1.0f;
 }
 
+// Cache lines to prefetch, handed out a few at a time by the score and V loops so that the
+// next chunk's K and V rows stream in while this chunk computes. Issuing a whole chunk's
+// lines at once (hundreds) stalls the core: each miss holds one of a few dozen miss
+// buffers, so the burst waits for memory before any arithmetic runs. Spans are contiguous
+// byte ranges (one slot's K or V rows of the item's KV heads), all of span_lines lines.
+
+struct PrefetchQueue {
+  static constexpr int64_t kMaxSpans = 64;  // 2 x the largest chunk
+  const char* spans[kMaxSpans];
+  int64_t num_spans = 0;
+  int64_t span_bytes = 0;
+  int64_t next = 0;  // next span to prefetch
+
+  void Reset(int64_t bytes_per_span) {
+    num_spans = next = 0;
+    span_bytes = bytes_per_span;
+  }
+  void Add(const void* p) { spans[num_spans++] = static_cast<const char*>(p); }
+  // Prefetches the next span, if any is left.
+  inline __attribute__((always_inline)) void Pump() {
+    if (next == num_spans) return;
+    const char* p = spans[next++];
+    for (int64_t b = 0; b < span_bytes; b += 64) __builtin_prefetch(p + b);
+  }
+  void Flush() {
+    while (next < num_spans) Pump();
+  }
+};
+
 // Per-call constants shared by all items.
 struct Problem {
   const float* q = nullptr;  // [total_rows, num_heads, head_dim]

@@ -35,7 +35,7 @@ struct Ops {
 
   static void Scores(const float* q, int64_t num_rows, DType row_type,
                      const uint8_t* const* k_rows, int64_t num_keys, int64_t padded,
-                     float* scores, int64_t ld) {
+                     float* scores, int64_t ld, PrefetchQueue* /*prefetch*/) {
     KV_CHECK(row_type == DType::kF32);  // kConvertsInLoops is false
     for (int64_t r = 0; r < num_rows; ++r) {
       const float* qr = q + r * padded;
@@ -65,7 +65,8 @@ struct Ops {
   }
 
   static void AccumulateV(const float* p, int64_t ld, int64_t num_rows, DType row_type,
-                          const uint8_t* const* v_rows, int64_t n, int64_t padded, float* acc) {
+                          const uint8_t* const* v_rows, int64_t n, int64_t padded, float* acc,
+                          PrefetchQueue* /*prefetch*/) {
     KV_CHECK(row_type == DType::kF32);
     for (int64_t r = 0; r < num_rows; ++r) {
       float* a = acc + r * padded;

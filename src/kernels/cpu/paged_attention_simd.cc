@@ -1,6 +1,6 @@
 // SIMD item kernels of the paged attention: paged_attention_item.inc with the AVX2 operations
-// of paged_attention_simd.inc, compiled twice: for AVX2+FMA+F16C, and with AVX-512 VL enabled
-// (same 256-bit code; 32 registers allow bigger register tiles).
+// of paged_attention_simd.inc, compiled twice: for AVX2+FMA+F16C, and with AVX-512 enabled
+// (32 registers allow bigger register tiles; scores and V rows use 16-float vectors).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -11,6 +11,9 @@
 #include "tensor/dtype.h"
 
 #if defined(__x86_64__)
+// GCC 12 reports its own _mm512_undefined_* placeholders (inside _mm512_insertf64x4,
+// _mm512_cvtph_ps, ...) as "may be used uninitialized"; a known false positive.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 namespace kvserve::kernels::internal::paged {
