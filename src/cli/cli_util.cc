@@ -132,6 +132,14 @@ void PrintModelSummary(const LoadedModel& model, double load_seconds) {
                load_seconds);
 }
 
+void PrintPackedWeights(int64_t packed_bytes) {
+  if (packed_bytes <= 0) return;
+  std::fprintf(stderr,
+               "weights: q8_0 matrices repacked into AVX-512 VNNI panels for batched matmul, "
+               "+%s\n",
+               HumanBytes(packed_bytes).c_str());
+}
+
 namespace {
 int64_t EmbeddingBytes(const LoadedModel& model) {
   auto it = model.tensors.find("token_embd.weight");

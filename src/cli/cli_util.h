@@ -52,6 +52,8 @@ StatusOr<LoadedModel> LoadModelWithProgress(const std::string& path,
 
 // One summary line on stderr: architecture, parameters, weight type, bytes, load time.
 void PrintModelSummary(const LoadedModel& model, double load_seconds);
+// One line on the weights LlamaModel repacked for this CPU's batched matmul, if any.
+void PrintPackedWeights(int64_t packed_bytes);
 
 // Loads only a vocabulary: from a GGUF file (vocab-only files included, tensors not needed),
 // a Hugging Face tokenizer.json, or a llama2.c tokenizer file (needs `vocab_size` > 0).

@@ -428,6 +428,7 @@ int RunGenerateCommand(const GenerateOptions& options) {
   auto created = LlamaModel::Create(std::move(loaded));
   if (!created.ok()) return ReportError(created.status());
   std::unique_ptr<LlamaModel> model = std::move(created).value();
+  PrintPackedWeights(model->packed_weights_bytes());
   const int64_t vocab_size = model->config().vocab_size;
   if (!options.prompts_file.empty()) {
     return RunPromptsFile(options, *model, tokenizer.get(), llama2c);

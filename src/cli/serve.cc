@@ -171,6 +171,7 @@ int RunServe(const ServeOptions& o) {
   auto created = LlamaModel::Create(std::move(loaded));
   if (!created.ok()) return ReportError(created.status());
   std::unique_ptr<LlamaModel> model = std::move(created).value();
+  PrintPackedWeights(model->packed_weights_bytes());
 
   // 3. KV cache.
   const int threads = o.threads > 0 ? o.threads : ThreadPool::HardwareThreads();

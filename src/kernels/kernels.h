@@ -43,6 +43,13 @@ bool SimdEnabled();
 // (k a multiple of 32 for q8_0). x and y are row-major float32. Threads split the work.
 void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool);
 
+// The layout the current SIMD level's Matmul would otherwise build from `w` on every call,
+// built once (store it in w.packed; Matmul then reads it instead of w.data for m > 4 rows).
+// Today: q8_0 at AVX-512 VNNI, 16-row panels of offset bytes and f32 scales, 1.06x the bytes
+// of w. Null where the level has no packed layout for w's type. Results are bit-identical.
+std::shared_ptr<const void> PackMatmulWeights(const Tensor& w);
+int64_t PackedMatmulWeightsBytes(const Tensor& w);  // what PackMatmulWeights(w) allocates
+
 // out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i], for `num_rows` rows of `n` values.
 void RmsNorm(const float* x, const float* weight, int64_t num_rows, int64_t n, float eps,
              float* out);

@@ -1,5 +1,6 @@
 #include "model/llama.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -130,6 +131,19 @@ Status LlamaModel::Init() {
   RopeOptions rope = c.rope;
   rope.head_dim = c.head_dim;
   inv_freqs_ = RopeInvFreqs(rope);
+
+  // Matmul weights repacked once for this CPU's kernel (q8_0 panels at AVX-512 VNNI), instead
+  // of on every batched call: 7% of a 32-sequence decode step went to repacking.
+  std::vector<const Tensor*> matrices = {output_};
+  for (const Layer& layer : layers_) {
+    matrices.insert(matrices.end(), {layer.wq, layer.wk, layer.wv, layer.wo, layer.w_gate,
+                                     layer.w_up, layer.w_down});
+  }
+  for (auto& [name, tensor] : model_.tensors) {
+    if (std::find(matrices.begin(), matrices.end(), &tensor) == matrices.end()) continue;
+    tensor.packed = kernels::PackMatmulWeights(tensor);
+    packed_weights_bytes_ += kernels::PackedMatmulWeightsBytes(tensor);
+  }
   return OkStatus();
 }
 

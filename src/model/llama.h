@@ -65,6 +65,9 @@ class LlamaModel {
 
   const ModelConfig& config() const { return model_.config; }
   const LoadedModel& loaded() const { return model_; }
+  // Bytes of the matmul weights repacked at load for this CPU's kernel (Tensor::packed), held
+  // besides the file's weights (which decode of up to 4 rows and embedding lookups read).
+  int64_t packed_weights_bytes() const { return packed_weights_bytes_; }
   std::unique_ptr<DenseKvCache> NewCache(int64_t max_tokens) const;
   // The KV cache geometry of this model for a dtype and block size.
   KvCacheSpec kv_spec(DType dtype, int64_t block_size) const;
@@ -124,6 +127,7 @@ class LlamaModel {
   const Tensor* output_ = nullptr;  // output.weight, or token_embd when tied
   std::vector<float> output_norm_f32_;
   std::vector<float> inv_freqs_;
+  int64_t packed_weights_bytes_ = 0;  // Tensor::packed copies made by Init()
 
   // Workspace, sized for `workspace_tokens_` rows.
   int64_t workspace_tokens_ = 0;

@@ -19,6 +19,9 @@ struct Tensor {
   std::vector<int64_t> shape;       // outermost first
   const void* data = nullptr;       // first byte of the first element
   std::shared_ptr<const void> owner;  // keeps `data` alive (mmap or heap); may be null for views
+  // The same matrix repacked for the matmul kernel of the SIMD level that made it
+  // (kernels::PackMatmulWeights), or null. Matmul uses it at that level and `data` otherwise.
+  std::shared_ptr<const void> packed;
 
   int64_t num_elements() const;
   int64_t num_bytes() const;   // DTypeRowBytes over the innermost dimension times the rest

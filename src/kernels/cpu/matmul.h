@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "base/thread_pool.h"
 #include "tensor/tensor.h"
@@ -17,6 +18,9 @@ void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* po
 
 namespace avx512 {
 void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool);
+// kernels::PackMatmulWeights at this level (null on builds without it).
+std::shared_ptr<const void> PackQ8Weights(const Tensor& w);
+int64_t PackedQ8WeightsBytes(const Tensor& w);
 }  // namespace avx512
 
 // Quantizes `num_rows` rows of k floats (k a multiple of 32) to Q8_0-style blocks: int8 values

@@ -1,8 +1,12 @@
 // Instantiates matmul_simd.inc for each SIMD level (see the comment there).
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
+#include "base/check.h"
+#include "base/system_memory.h"
 #include "kernels/cpu/matmul.h"
 #include "tensor/dtype.h"
 
@@ -46,6 +50,8 @@ namespace avx512 {
 void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool) {
   MatmulScalar(x, m, w, y, pool);
 }
+std::shared_ptr<const void> PackQ8Weights(const Tensor&) { return nullptr; }
+int64_t PackedQ8WeightsBytes(const Tensor&) { return 0; }
 }  // namespace avx512
 }  // namespace kvserve::kernels::internal
 

@@ -162,6 +162,55 @@ TEST_P(MatmulTest, Q8ExactForIntegerInputs) {
   }
 }
 
+// Weights packed once (w.packed) give the same bits as the layout built on every call, for
+// every row count and partial panel; levels without a packed layout return null and ignore it.
+TEST_P(MatmulTest, PackedWeightsMatchUnpackedBitForBit) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  ThreadPool pool2(2);
+  ThreadPool* pools[] = {nullptr, &pool2};
+  struct Nk {
+    int64_t n, k;
+  };
+  for (const Nk& s : {Nk{1, 32}, Nk{17, 576}, Nk{49, 160}, Nk{64, 1536}}) {
+    const Tensor w = RandomWeights(DType::kQ8_0, s.n, s.k, rng);
+    Tensor packed = w;
+    packed.packed = kernels::PackMatmulWeights(w);
+    const bool expect_packed = GetParam() == SimdLevel::kAvx512Vnni;
+    ASSERT_EQ(packed.packed != nullptr, expect_packed);
+    EXPECT_EQ(kernels::PackedMatmulWeightsBytes(w),
+              expect_packed ? (s.n + 15) / 16 * s.k / 32 * 576 : 0);
+    for (int64_t m : {1, 4, 5, 8, 9, 32, 33, 300}) {
+      std::vector<float> x(m * s.k);
+      for (auto& v : x) v = dist(rng);
+      for (ThreadPool* pool : pools) {
+        std::vector<float> want(m * s.n, NAN), got(m * s.n, NAN);
+        kernels::Matmul(x.data(), m, w, want.data(), pool);
+        kernels::Matmul(x.data(), m, packed, got.data(), pool);
+        for (int64_t i = 0; i < m * s.n; ++i) {
+          ASSERT_EQ(got[i], want[i]) << "m=" << m << " n=" << s.n << " k=" << s.k << " i=" << i;
+        }
+      }
+    }
+  }
+  // The packed layout is what runs for m > 4 at that level: given another matrix's panels,
+  // the product is that matrix's.
+  if (GetParam() == SimdLevel::kAvx512Vnni) {
+    const Tensor w1 = RandomWeights(DType::kQ8_0, 33, 96, rng);
+    const Tensor w2 = RandomWeights(DType::kQ8_0, 33, 96, rng);
+    Tensor mixed = w1;
+    mixed.packed = kernels::PackMatmulWeights(w2);
+    const int64_t m = 12;
+    std::vector<float> x(m * 96), want(m * 33), got(m * 33);
+    for (auto& v : x) v = dist(rng);
+    kernels::Matmul(x.data(), m, w2, want.data(), nullptr);
+    kernels::Matmul(x.data(), m, mixed, got.data(), nullptr);
+    EXPECT_EQ(got, want);
+  }
+  // Other weight types have no packed layout.
+  EXPECT_EQ(kernels::PackMatmulWeights(RandomWeights(DType::kF16, 16, 64, rng)), nullptr);
+}
+
 TEST_P(MatmulTest, ZeroActivationsGiveZero) {
   std::mt19937 rng(3);
   Tensor w = RandomWeights(DType::kQ8_0, 9, 64, rng);
