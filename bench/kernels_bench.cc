@@ -64,6 +64,7 @@ const Tensor& Weights(DType dtype, int64_t n, int64_t k) {
     for (auto& v : row) v = dist(rng);
     QuantizeRow(dtype, row.data(), static_cast<char*>(w.mutable_data()) + j * w.row_bytes(), k);
   }
+  w.packed = kernels::PackMatmulWeights(w);  // as LlamaModel does at load
   return cache.emplace(key, std::move(w)).first->second;
 }
 

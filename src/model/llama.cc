@@ -142,7 +142,9 @@ Status LlamaModel::Init() {
   for (auto& [name, tensor] : model_.tensors) {
     if (std::find(matrices.begin(), matrices.end(), &tensor) == matrices.end()) continue;
     tensor.packed = kernels::PackMatmulWeights(tensor);
-    packed_weights_bytes_ += kernels::PackedMatmulWeightsBytes(tensor);
+    if (tensor.packed != nullptr) {
+      packed_weights_bytes_ += kernels::PackedMatmulWeightsBytes(tensor);
+    }
   }
   return OkStatus();
 }

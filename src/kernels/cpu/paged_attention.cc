@@ -200,7 +200,9 @@ void RunPaged(const float* q, const PagedKv& kv, const PagedSeq* seqs, int64_t n
   const ItemKernel kernel = CurrentItemKernel();
   auto run_items = [&](int64_t begin, int64_t end) {
     thread_local ItemScratch scratch;
-    for (int64_t i = begin; i < end; ++i) kernel(problem, plan.items[i], scratch);
+    for (int64_t i = begin; i < end; ++i) {
+      kernel(problem, plan.items[i], i + 1 < end ? &plan.items[i + 1] : nullptr, scratch);
+    }
   };
   auto merge = [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> sum;

@@ -128,16 +128,21 @@ struct ItemScratch {
   std::vector<float> floats;
 };
 
-// Runs one item: same algorithm at every level (see paged_attention_item.inc).
-using ItemKernel = void (*)(const Problem& problem, const WorkItem& item, ItemScratch& scratch);
+// Runs one item: same algorithm at every level (see paged_attention_item.inc). `next_item`,
+// the item the thread runs after this one (or null), is only prefetched.
+using ItemKernel = void (*)(const Problem& problem, const WorkItem& item,
+                            const WorkItem* next_item, ItemScratch& scratch);
 namespace scalar {
-void RunItem(const Problem& problem, const WorkItem& item, ItemScratch& scratch);
+void RunItem(const Problem& problem, const WorkItem& item, const WorkItem* next_item,
+             ItemScratch& scratch);
 }  // namespace scalar
 namespace avx2 {
-void RunItem(const Problem& problem, const WorkItem& item, ItemScratch& scratch);
+void RunItem(const Problem& problem, const WorkItem& item, const WorkItem* next_item,
+             ItemScratch& scratch);
 }  // namespace avx2
 namespace avx512 {
-void RunItem(const Problem& problem, const WorkItem& item, ItemScratch& scratch);
+void RunItem(const Problem& problem, const WorkItem& item, const WorkItem* next_item,
+             ItemScratch& scratch);
 }  // namespace avx512
 
 }  // namespace kvserve::kernels::internal::paged

@@ -83,8 +83,9 @@ struct Ops {
 
 }  // namespace
 
-void RunItem(const Problem& problem, const WorkItem& item, ItemScratch& scratch) {
-  RunItemT<Ops>(problem, item, scratch);
+void RunItem(const Problem& problem, const WorkItem& item, const WorkItem* next_item,
+             ItemScratch& scratch) {
+  RunItemT<Ops>(problem, item, next_item, scratch);
 }
 
 }  // namespace kvserve::kernels::internal::paged::scalar

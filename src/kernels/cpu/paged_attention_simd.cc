@@ -28,8 +28,9 @@ namespace {
 #undef KV_PAGED_VECTOR_REGISTERS
 #include "kernels/cpu/paged_attention_item.inc"
 }  // namespace
-void RunItem(const Problem& problem, const WorkItem& item, ItemScratch& scratch) {
-  RunItemT<Ops>(problem, item, scratch);
+void RunItem(const Problem& problem, const WorkItem& item, const WorkItem* next_item,
+             ItemScratch& scratch) {
+  RunItemT<Ops>(problem, item, next_item, scratch);
 }
 }  // namespace avx2
 #pragma GCC pop_options
@@ -44,8 +45,9 @@ namespace {
 #undef KV_PAGED_VECTOR_REGISTERS
 #include "kernels/cpu/paged_attention_item.inc"
 }  // namespace
-void RunItem(const Problem& problem, const WorkItem& item, ItemScratch& scratch) {
-  RunItemT<Ops>(problem, item, scratch);
+void RunItem(const Problem& problem, const WorkItem& item, const WorkItem* next_item,
+             ItemScratch& scratch) {
+  RunItemT<Ops>(problem, item, next_item, scratch);
 }
 }  // namespace avx512
 #pragma GCC pop_options
@@ -56,13 +58,15 @@ void RunItem(const Problem& problem, const WorkItem& item, ItemScratch& scratch)
 
 namespace kvserve::kernels::internal::paged {
 namespace avx2 {
-void RunItem(const Problem& problem, const WorkItem& item, ItemScratch& scratch) {
-  scalar::RunItem(problem, item, scratch);
+void RunItem(const Problem& problem, const WorkItem& item, const WorkItem* next_item,
+             ItemScratch& scratch) {
+  scalar::RunItem(problem, item, next_item, scratch);
 }
 }  // namespace avx2
 namespace avx512 {
-void RunItem(const Problem& problem, const WorkItem& item, ItemScratch& scratch) {
-  scalar::RunItem(problem, item, scratch);
+void RunItem(const Problem& problem, const WorkItem& item, const WorkItem* next_item,
+             ItemScratch& scratch) {
+  scalar::RunItem(problem, item, next_item, scratch);
 }
 }  // namespace avx512
 }  // namespace kvserve::kernels::internal::paged
