@@ -54,8 +54,7 @@ inline float VFactor(const PagedKv& kv, int64_t kv_head) {
 // next chunk's K and V rows stream in while this chunk computes. Issuing a whole chunk's
 // lines at once (hundreds) stalls the core: each miss holds one of a few dozen miss
 // buffers, so the burst waits for memory before any arithmetic runs. Spans are contiguous
-// byte ranges (one slot's K or V rows of the item's KV heads), all of span_lines lines.
-
+// byte ranges of span_bytes each (one slot's K or V rows of an item's KV heads).
 struct PrefetchQueue {
   static constexpr int64_t kMaxSpans = 64;  // 2 x the largest chunk
   const char* spans[kMaxSpans];
