@@ -369,28 +369,19 @@ class Parser {
     return expr;
   }
 
-  NodePtr ParseOr() {
-    NodePtr l = ParseAnd();
-    while (IsName("or")) {
-      const int line = Next().line;
-      NodePtr n = Make(NodeKind::kOr, line);
+  // A left-associative chain `operand (word operand)*` of `kind` nodes ("or", "and").
+  NodePtr ParseLogical(const char* word, NodeKind kind, NodePtr (Parser::*operand)()) {
+    NodePtr l = (this->*operand)();
+    while (IsName(word)) {
+      NodePtr n = Make(kind, Next().line);
       n->kids.push_back(std::move(l));
-      n->kids.push_back(ParseAnd());
+      n->kids.push_back((this->*operand)());
       l = Finish(std::move(n));
     }
     return l;
   }
-  NodePtr ParseAnd() {
-    NodePtr l = ParseNot();
-    while (IsName("and")) {
-      const int line = Next().line;
-      NodePtr n = Make(NodeKind::kAnd, line);
-      n->kids.push_back(std::move(l));
-      n->kids.push_back(ParseNot());
-      l = Finish(std::move(n));
-    }
-    return l;
-  }
+  NodePtr ParseOr() { return ParseLogical("or", NodeKind::kOr, &Parser::ParseAnd); }
+  NodePtr ParseAnd() { return ParseLogical("and", NodeKind::kAnd, &Parser::ParseNot); }
   NodePtr ParseNot() {
     if (IsName("not")) {
       const int line = Next().line;

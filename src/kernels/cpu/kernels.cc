@@ -37,20 +37,20 @@ void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* po
   }
 }
 
+namespace {
+// Whether the current level has a packed layout for w (q8_0 panels at AVX-512 VNNI).
+bool HasPackedLayout(const Tensor& w) {
+  return w.shape.size() == 2 && w.dtype == DType::kQ8_0 && w.shape[1] % kQ8_0BlockElems == 0 &&
+         internal::CurrentSimdLevel() == internal::SimdLevel::kAvx512Vnni;
+}
+}  // namespace
+
 std::shared_ptr<const void> PackMatmulWeights(const Tensor& w) {
-  if (w.shape.size() != 2 || w.dtype != DType::kQ8_0 || w.shape[1] % kQ8_0BlockElems != 0) {
-    return nullptr;
-  }
-  if (internal::CurrentSimdLevel() != internal::SimdLevel::kAvx512Vnni) return nullptr;
-  return internal::avx512::PackQ8Weights(w);
+  return HasPackedLayout(w) ? internal::avx512::PackQ8Weights(w) : nullptr;
 }
 
 int64_t PackedMatmulWeightsBytes(const Tensor& w) {
-  if (w.shape.size() != 2 || w.dtype != DType::kQ8_0 || w.shape[1] % kQ8_0BlockElems != 0) {
-    return 0;
-  }
-  if (internal::CurrentSimdLevel() != internal::SimdLevel::kAvx512Vnni) return 0;
-  return internal::avx512::PackedQ8WeightsBytes(w);
+  return HasPackedLayout(w) ? internal::avx512::PackedQ8WeightsBytes(w) : 0;
 }
 
 void RmsNorm(const float* x, const float* weight, int64_t num_rows, int64_t n, float eps,
