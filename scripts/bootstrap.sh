@@ -3,7 +3,7 @@
 # Idempotent: does nothing when everything is present; runs `apt-get update` at most once.
 set -euo pipefail
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git ccache
   clang libclang-rt-14-dev            # libFuzzer target and sanitizers
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev                  # JSON

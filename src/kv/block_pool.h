@@ -7,11 +7,9 @@
 #include <list>
 #include <vector>
 
-namespace kvserve {
+#include "base/ids.h"
 
-// Index of a KV block in KvStorage's pages (0 .. num_blocks - 1).
-using BlockId = int32_t;
-inline constexpr BlockId kNoBlock = -1;
+namespace kvserve {
 
 // Owns the ids of all KV blocks and their reference counts. Engine thread only (no locks).
 //

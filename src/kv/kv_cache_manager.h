@@ -8,18 +8,15 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/ids.h"
 #include "base/status.h"
 #include "kv/block_pool.h"
 #include "kv/block_table.h"
 #include "kv/kv_spec.h"
 #include "kv/kv_stats.h"
 #include "kv/radix_cache.h"
-#include "tokenizer/vocab_spec.h"
 
 namespace kvserve {
-
-// Identifies a sequence to the manager (the runtime uses the request's numeric id).
-using SeqId = int64_t;
 
 struct KvCacheManagerOptions {
   int64_t num_blocks = 0;

@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/ids.h"
 #include "kv/block_pool.h"
-#include "tokenizer/vocab_spec.h"
 
 namespace kvserve {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "tokenizer/vocab_spec.h"
+#include "base/ids.h"
 
 namespace kvserve {
 

@@ -6,10 +6,9 @@
 #include <string>
 #include <vector>
 
-namespace kvserve {
+#include "base/ids.h"
 
-using TokenId = int32_t;
-inline constexpr TokenId kNoToken = -1;
+namespace kvserve {
 
 // GGUF token types (tokenizer.ggml.token_type).
 enum class TokenType : int32_t {
