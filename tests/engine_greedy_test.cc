@@ -49,7 +49,6 @@ PagedKvCache MakeCache(int64_t num_blocks, int64_t block_size = 16) {
   auto storage = KvStorage::Create(cache.spec, num_blocks);
   EXPECT_TRUE(storage.ok());
   cache.storage = std::move(storage).value();
-  cache.blocks = std::make_unique<BlockPool>(num_blocks);
   return cache;
 }
 
@@ -258,7 +257,6 @@ TEST(EngineStoriesTest, GreedyReferenceAllCasesTogether) {
       cache.spec = (*model)->kv_spec(DType::kF32, 8);
       cache.max_model_len = 512;
       cache.storage = std::move(KvStorage::Create(cache.spec, 200)).value();
-      cache.blocks = std::make_unique<BlockPool>(200);
       EngineOptions o;
       o.enable_prefix_caching = prefix_caching;
       o.check_invariants = true;

@@ -1,7 +1,8 @@
-// The paged forward path (ForwardBatch over KvStorage) against stories260K's greedy
-// reference: with f32 KV it must give the reference tokens exactly, for any block size, with
-// all cases batched together (mixed prefill and decode in one step), with prompts split into
-// chunks, and with every block returned at the end. Quantized KV dtypes must keep greedy
+// The paged path through the engine core (scheduler, KV cache manager, model runner over
+// KvStorage) against stories260K's greedy reference: with f32 KV it must give the reference
+// tokens exactly, for any block size, with all cases batched together (mixed prefill and
+// decode in one step), with prompts split into chunks, and with every block returned at the
+// end. Quantized KV dtypes must keep greedy
 // agreement high.
 #include <gtest/gtest.h>
 
@@ -14,12 +15,11 @@
 #include <vector>
 
 #include "base/thread_pool.h"
-#include "kv/block_pool.h"
-#include "kv/block_table.h"
 #include "kv/kv_storage.h"
 #include "model/kv_calibration.h"
 #include "model/llama.h"
 #include "model/model_loader.h"
+#include "runtime/engine_core.h"
 #include "stories_reference.h"
 #include "tokenizer/tokenizer.h"
 
@@ -39,95 +39,42 @@ struct RunOptions {
   ThreadPool* pool = nullptr;
 };
 
-// All cases through one paged cache, in lockstep: each step runs the next prompt chunk or the
-// last sampled token of every sequence that has joined and not finished, as one ForwardBatch.
-// run.c semantics: `steps` positions in all; stop when BOS is sampled.
-std::vector<std::vector<TokenId>> RunBatched(LlamaModel& model, const std::vector<Case>& cases,
-                                             const RunOptions& o) {
-  const int64_t V = model.config().vocab_size;
-  const KvCacheSpec spec = model.kv_spec(o.dtype, o.block_size);
-  int64_t total_tokens = 0;
-  for (const Case& c : cases) total_tokens += c.steps + o.block_size;
-  auto storage = KvStorage::Create(spec, spec.blocks_for_tokens(total_tokens) + 2);
+// A paged cache of `dtype` with room for every case at once (and one 512-token sequence);
+// fp8 scales calibrated on the prompts.
+PagedKvCache MakeCache(LlamaModel& model, const std::vector<Case>& cases, int64_t block_size,
+                       DType dtype, ThreadPool* pool) {
+  PagedKvCache cache;
+  cache.spec = model.kv_spec(dtype, block_size);
+  cache.max_model_len = 512;
+  int64_t total_tokens = 512;
+  for (const Case& c : cases) total_tokens += c.steps + 1 + block_size;
+  auto storage = KvStorage::Create(cache.spec, cache.spec.blocks_for_tokens(total_tokens));
   EXPECT_TRUE(storage.ok());
-  if (o.dtype == DType::kFp8E4M3 || o.dtype == DType::kFp8E5M2) {
+  cache.storage = std::move(storage).value();
+  if (dtype == DType::kFp8E4M3 || dtype == DType::kFp8E5M2) {
     std::vector<TokenId> text;
     for (const Case& c : cases) text.insert(text.end(), c.prompt.begin(), c.prompt.end());
-    auto calibration = CalibrateKvCache(model, o.dtype, text, o.pool, "prompts");
+    auto calibration = CalibrateKvCache(model, dtype, text, pool, "prompts");
     EXPECT_TRUE(calibration.ok());
-    EXPECT_TRUE(ApplyKvCalibration(*calibration, storage->get()).ok());
+    EXPECT_TRUE(ApplyKvCalibration(*calibration, cache.storage.get()).ok());
   }
-  BlockPool blocks((*storage)->num_blocks());
+  return cache;
+}
 
-  struct Seq {
-    BlockTable table;
-    std::vector<TokenId> out;  // ids after BOS
-    int64_t fed = 0;           // tokens whose KV is stored
-    TokenId next = kNoToken;   // sampled, not yet fed
-    bool done = false;
-  };
-  std::vector<Seq> seqs;
-  for (size_t i = 0; i < cases.size(); ++i) seqs.push_back(Seq{BlockTable(o.block_size), {}, 0, kNoToken, false});
-  std::vector<float> logits;
-  for (int64_t step = 0;; ++step) {
-    ForwardBatch batch;
-    std::vector<size_t> in_batch;
-    for (size_t i = 0; i < cases.size(); ++i) {
-      Seq& s = seqs[i];
-      const Case& c = cases[i];
-      if (s.done || step < static_cast<int64_t>(i) * o.stagger) continue;
-      const int64_t num_prompt = static_cast<int64_t>(c.prompt.size());
-      std::vector<TokenId> feed;
-      if (s.fed < num_prompt) {
-        const int64_t n = std::min(o.prefill_chunk, num_prompt - s.fed);
-        feed.assign(c.prompt.begin() + s.fed, c.prompt.begin() + s.fed + n);
-      } else {
-        feed = {s.next};
-      }
-      const int64_t want = s.fed + static_cast<int64_t>(feed.size());
-      std::vector<BlockId> ids;
-      EXPECT_TRUE(blocks.allocate(s.table.blocks_needed(want), &ids));
-      s.table.append_blocks(ids);
-      batch.AddSequence(feed, s.table);
-      in_batch.push_back(i);
-    }
-    if (in_batch.empty()) {
-      bool all_done = true;
-      for (const Seq& s : seqs) all_done = all_done && s.done;
-      if (all_done) break;
-      continue;
-    }
-    logits.resize(static_cast<size_t>(batch.num_logits() * V));
-    Status st = model.Forward(batch, storage->get(), o.pool, logits.data());
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    if (!st.ok()) break;
-    for (size_t r = 0; r < in_batch.size(); ++r) {
-      Seq& s = seqs[in_batch[r]];
-      const Case& c = cases[in_batch[r]];
-      const int64_t num_prompt = static_cast<int64_t>(c.prompt.size());
-      const int64_t fed_now = batch.query_start[r + 1] - batch.query_start[r];
-      if (s.fed < num_prompt) {
-        s.out.insert(s.out.end(), c.prompt.begin() + s.fed + 1,
-                     c.prompt.begin() + std::min(num_prompt, s.fed + fed_now + 1));
-      }
-      s.fed += fed_now;
-      s.table.set_num_tokens(s.fed);
-      if (s.fed < num_prompt) continue;  // mid-prompt chunk: its logits are not used
-      const float* row = logits.data() + static_cast<int64_t>(r) * V;
-      const TokenId t = static_cast<TokenId>(std::max_element(row, row + V) - row);
-      if (t != kBos) s.out.push_back(t);
-      if (t == kBos || s.fed >= c.steps) {
-        s.done = true;
-        blocks.release_all(s.table.clear());
-        continue;
-      }
-      s.next = t;
-    }
-    blocks.check_invariants();
-  }
-  EXPECT_EQ(blocks.num_in_use(), 0) << "blocks leaked";
-  std::vector<std::vector<TokenId>> outs;
-  for (Seq& s : seqs) outs.push_back(s.out);
+// All cases through one EngineCore over one paged cache: every step runs the next prompt
+// chunk (at most prefill_chunk tokens) or the last sampled token of every case that has joined
+// and not finished, as one ForwardBatch. run.c semantics (stories::CaseRequest).
+std::vector<std::vector<TokenId>> RunBatched(LlamaModel& model, const std::vector<Case>& cases,
+                                             const RunOptions& o) {
+  PagedKvCache cache = MakeCache(model, cases, o.block_size, o.dtype, o.pool);
+  const int64_t chunk = o.prefill_chunk < (1 << 30) ? o.prefill_chunk : 0;
+  auto core = EngineCore::Create(
+      stories::CaseEngineOptions(static_cast<int64_t>(cases.size()), 4096, chunk), &model, &cache,
+      o.pool);
+  EXPECT_TRUE(core.ok()) << core.status().ToString();
+  if (!core.ok()) return {};
+  auto outs = stories::RunCases(**core, cases, o.stagger);
+  EXPECT_EQ((*core)->kv_manager().stats().blocks_in_use, 0) << "blocks leaked";
   return outs;
 }
 
@@ -192,34 +139,32 @@ TEST_F(PagedGreedyTest, ChunkedPrefillMatchesReference) {
   }
 }
 
-// Quantized KV, teacher-forced: feed each reference sequence (prompt + reference output)
-// through the paged path in chunks of 16 (so that later chunks read quantized context) and
+// Quantized KV, teacher-forced: score each reference sequence (prompt + reference output)
+// through the engine core in passes of 16 (so that later passes read quantized context) and
 // compare each position's top-1 token with the f32-KV run. Bounds are per dtype; the
 // measured figures and KL divergences are in docs/kv-quantization.md.
 std::vector<float> TeacherForcedLogits(LlamaModel& model, const std::vector<TokenId>& tokens,
                                        DType dtype, const std::vector<TokenId>& calibration,
                                        bool normalize) {
-  const int64_t V = model.config().vocab_size;
   const int64_t n = static_cast<int64_t>(tokens.size());
-  const KvCacheSpec spec = model.kv_spec(dtype, 16);
-  auto storage = KvStorage::Create(spec, spec.blocks_for_tokens(n));
+  PagedKvCache cache;
+  cache.spec = model.kv_spec(dtype, 16);
+  cache.max_model_len = n + 1;
+  auto storage = KvStorage::Create(cache.spec, cache.spec.blocks_for_tokens(n + 1));
   EXPECT_TRUE(storage.ok());
+  cache.storage = std::move(storage).value();
   if (dtype == DType::kFp8E4M3 || dtype == DType::kFp8E5M2 || dtype == DType::kI8) {
     auto cal = CalibrateKvCache(model, dtype, calibration, nullptr, "test", normalize);
     EXPECT_TRUE(cal.ok());
-    EXPECT_TRUE(ApplyKvCalibration(*cal, storage->get()).ok());
+    EXPECT_TRUE(ApplyKvCalibration(*cal, cache.storage.get()).ok());
   }
-  BlockTable table(16);
-  std::vector<BlockId> ids;
-  for (int64_t b = 0; b < (*storage)->num_blocks(); ++b) ids.push_back(static_cast<BlockId>(b));
-  table.append_blocks(ids);
-  std::vector<float> logits(static_cast<size_t>(n * V));
-  for (int64_t begin = 0; begin < n; begin += 16) {
-    const int64_t len = std::min<int64_t>(16, n - begin);
-    ForwardBatch batch;
-    batch.AddSequence(tokens.data() + begin, len, begin, table, /*all_logits=*/true);
-    EXPECT_TRUE(model.Forward(batch, storage->get(), nullptr, logits.data() + begin * V).ok());
-  }
+  EngineCoreOptions o = stories::CaseEngineOptions(1, 16);  // passes of 16 tokens
+  o.scheduler.max_model_len = n + 1;
+  auto core = EngineCore::Create(o, &model, &cache, nullptr);
+  EXPECT_TRUE(core.ok()) << core.status().ToString();
+  if (!core.ok()) return {};
+  std::vector<float> logits = stories::ScoreAllPositions(**core, tokens);
+  EXPECT_EQ(static_cast<int64_t>(logits.size()), n * model.config().vocab_size);
   return logits;
 }
 

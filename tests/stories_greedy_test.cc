@@ -1,6 +1,6 @@
-// End-to-end oracle for the forward pass: stories260K (a real trained Llama model in llama2.c
-// format) must reproduce the greedy token ids of greedy_reference.json exactly, under llama2.c
-// run.c semantics. Also measures the Q8_0 export's top-1 agreement with the f32 model, and
+// End-to-end oracle for the forward pass through the engine core: stories260K (a real trained
+// Llama model in llama2.c format) must reproduce the greedy token ids of greedy_reference.json
+// exactly, under llama2.c run.c semantics. Also measures the Q8_0 export's top-1 agreement with the f32 model, and
 // checks that a GGUF round trip gives identical greedy tokens.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -16,6 +16,8 @@
 #include "base/thread_pool.h"
 #include "model/llama.h"
 #include "model/model_loader.h"
+#include "runtime/engine_core.h"
+#include "kv/kv_storage.h"
 #include "stories_reference.h"
 
 namespace kvserve {
@@ -41,36 +43,32 @@ std::unique_ptr<LlamaModel> Load(const std::string& file) {
 }
 
 // run.c: position 0 is BOS; prompt tokens are forced; then greedy; stop when BOS is sampled;
-// `steps` positions in all. With batch_prompt, the whole prompt is one Forward call.
+// `steps` positions in all. Through an EngineCore over an f32 paged cache: with batch_prompt
+// the whole prompt is one forward pass, else one token per step (as run.c).
 std::vector<TokenId> Generate(LlamaModel* model, const Case& c, bool batch_prompt,
                               ThreadPool* pool) {
-  const int64_t V = model->config().vocab_size;
-  std::vector<float> logits(V);
-  auto cache = model->NewCache(c.steps);
-  std::vector<TokenId> out;
-  int64_t pos = 0;
-  TokenId token = c.prompt[0];
-  const int64_t num_prompt = static_cast<int64_t>(c.prompt.size());
-  if (batch_prompt && num_prompt > 1 && c.steps >= num_prompt) {
-    EXPECT_TRUE(model->Forward(c.prompt, cache.get(), pool, logits.data()).ok());
-    out.insert(out.end(), c.prompt.begin() + 1, c.prompt.end());
-    pos = num_prompt - 1;
-    token = Argmax(logits.data(), V);
-    if (token == kBos) return out;
-    out.push_back(token);
-    ++pos;
-  }
-  while (pos < c.steps) {
-    Status s = model->Forward({token}, cache.get(), pool, logits.data());
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    if (!s.ok()) break;
-    TokenId next = pos + 1 < num_prompt ? c.prompt[pos + 1] : Argmax(logits.data(), V);
-    ++pos;
-    if (next == kBos) break;
-    out.push_back(next);
-    token = next;
-  }
-  return out;
+  PagedKvCache cache;
+  cache.spec = model->kv_spec(DType::kF32, 16);
+  cache.max_model_len = 512;
+  cache.storage = std::move(KvStorage::Create(cache.spec, 32)).value();
+  auto core = EngineCore::Create(stories::CaseEngineOptions(1, 512, batch_prompt ? 0 : 1), model,
+                                 &cache, pool);
+  EXPECT_TRUE(core.ok()) << core.status().ToString();
+  if (!core.ok()) return {};
+  auto outs = stories::RunCases(**core, {c});
+  EXPECT_EQ((*core)->kv_manager().stats().blocks_in_use, 0);
+  return outs.empty() ? std::vector<TokenId>{} : outs[0];
+}
+
+// Logits of every position of `seq` ([n, vocab]) as one scoring request.
+std::vector<float> AllLogits(LlamaModel* model, const std::vector<TokenId>& seq) {
+  PagedKvCache cache;
+  cache.spec = model->kv_spec(DType::kF32, 16);
+  cache.max_model_len = 512;
+  cache.storage = std::move(KvStorage::Create(cache.spec, 32)).value();
+  auto core = EngineCore::Create(stories::CaseEngineOptions(1, 512), model, &cache, nullptr);
+  EXPECT_TRUE(core.ok()) << core.status().ToString();
+  return core.ok() ? stories::ScoreAllPositions(**core, seq) : std::vector<float>{};
 }
 
 class StoriesGreedyTest : public ::testing::Test {
@@ -126,11 +124,9 @@ TEST_F(StoriesGreedyTest, Q80TopOneAgreementWithF32) {
     seq.insert(seq.end(), c.ids_after_bos.begin(), c.ids_after_bos.end());
     seq.pop_back();  // the last id is produced, never fed
     const int64_t n = static_cast<int64_t>(seq.size());
-    std::vector<float> a(n * V), b(n * V);
-    auto ca = f32->NewCache(n);
-    auto cb = q80->NewCache(n);
-    ASSERT_TRUE(f32->Forward(seq, ca.get(), nullptr, a.data(), true).ok());
-    ASSERT_TRUE(q80->Forward(seq, cb.get(), nullptr, b.data(), true).ok());
+    const std::vector<float> a = AllLogits(f32.get(), seq), b = AllLogits(q80.get(), seq);
+    ASSERT_EQ(static_cast<int64_t>(a.size()), n * V);
+    ASSERT_EQ(static_cast<int64_t>(b.size()), n * V);
     for (int64_t i = 0; i < n; ++i) {
       agree += Argmax(a.data() + i * V, V) == Argmax(b.data() + i * V, V);
       ++total;

@@ -4,113 +4,25 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "eval/perplexity.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvserve::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// The blocks of the one sequence a cache holds during a window, returned when it goes out of
-// scope.
-class WindowBlocks {
- public:
-  explicit WindowBlocks(PagedKvCache* kv) : kv_(kv), table_(kv->spec.block_size) {}
-  ~WindowBlocks() { kv_->blocks->release_all(table_.clear()); }
-  WindowBlocks(const WindowBlocks&) = delete;
-  WindowBlocks& operator=(const WindowBlocks&) = delete;
-
-  BlockTable& table() { return table_; }
-  Status Reserve(int64_t num_tokens) {
-    const int64_t need = table_.blocks_needed(num_tokens);
-    std::vector<BlockId> ids;
-    if (need > 0 && !kv_->blocks->allocate(need, &ids)) {
-      return ResourceExhaustedError(
-          "the KV cache cannot hold one " + std::to_string(num_tokens) + "-token window: " +
-          std::to_string(need) + " blocks needed, " +
-          std::to_string(kv_->blocks->num_available()) +
-          " available (raise --kv-cache-memory or lower --ctx)");
-    }
-    table_.append_blocks(ids);
-    return OkStatus();
-  }
-
- private:
-  PagedKvCache* kv_;
-  BlockTable table_;
-};
-
-// Runs one window (ctx tokens from position 0) through `kv` in passes of `batch` tokens and
-// writes the logits of positions first .. ctx-2 to `scored` ([ctx - 1 - first, vocab]).
-Status RunWindow(LlamaModel& model, const TokenId* window, int64_t ctx, int64_t batch,
-                 int64_t first, PagedKvCache* kv, ThreadPool* pool, float* scored,
-                 std::vector<float>* scratch_row) {
-  const int64_t V = model.config().vocab_size;
-  WindowBlocks blocks(kv);
-  KV_RETURN_IF_ERROR(blocks.Reserve(ctx));
-  BlockTable& table = blocks.table();
-  const int64_t last_scored = ctx - 2;
-  for (int64_t begin = 0; begin < ctx; begin += batch) {
-    const int64_t end = std::min(ctx, begin + batch);
-    ForwardBatch fb;
-    fb.AddSequence(window + begin, end - begin, begin, table);
-    // Wanted rows: positions [lo, hi] of this pass that are scored; contiguous and in order,
-    // so the forward pass writes them straight into `scored`.
-    const int64_t lo = std::max(begin, first);
-    const int64_t hi = std::min(end - 1, last_scored);
-    float* out = scratch_row->data();
-    fb.logits_indices.clear();
-    if (lo <= hi) {
-      for (int64_t p = lo; p <= hi; ++p) fb.logits_indices.push_back(p - begin);
-      out = scored + (lo - first) * V;
-    } else {
-      fb.logits_indices.push_back(end - 1 - begin);  // unused; keeps the pass ordinary
-    }
-    KV_RETURN_IF_ERROR(model.Forward(fb, kv->storage.get(), pool, out));
-    table.set_num_tokens(end);
-  }
-  return OkStatus();
-}
-
-// ln(sum(exp(x))) of a logits row, in double.
-double LogSumExp(const float* x, int64_t n, double* max_out) {
-  double m = -INFINITY;
-  for (int64_t j = 0; j < n; ++j) m = std::max(m, static_cast<double>(x[j]));
-  double sum = 0.0;
-  for (int64_t j = 0; j < n; ++j) sum += std::exp(static_cast<double>(x[j]) - m);
-  if (max_out != nullptr) *max_out = m;
-  return m + std::log(sum);
-}
-
-int64_t ArgMax(const float* x, int64_t n) {
-  return std::max_element(x, x + n) - x;  // first maximum: lowest id on ties
-}
-
-double MeanOf(const std::vector<double>& v) {
-  double s = 0.0;
-  for (double x : v) s += x;
-  return v.empty() ? 0.0 : s / static_cast<double>(v.size());
-}
-
-// Standard error of the mean (sample standard deviation / sqrt(n)); 0 for n < 2.
-double StderrOf(const std::vector<double>& v, double mean) {
-  const size_t n = v.size();
-  if (n < 2) return 0.0;
-  double ss = 0.0;
-  for (double x : v) ss += (x - mean) * (x - mean);
-  return std::sqrt(ss / static_cast<double>(n - 1) / static_cast<double>(n));
-}
+using eval::PerplexityOptions;
+using eval::PerplexityReport;
+using eval::PerplexityResult;
 
 StatusOr<std::string> ReadTextFile(const std::string& path) {
   std::error_code ec;
@@ -132,18 +44,11 @@ StatusOr<std::string> ReadTextFile(const std::string& path) {
 // A cache for one window of ctx tokens, with its banner on stderr. Unless the user set
 // --kv-cache-memory, the budget is exactly the blocks of one window.
 StatusOr<PagedKvCache> CreateWindowCache(LlamaModel& model, const Tokenizer* tokenizer,
-                                         KvCacheConfig config, int64_t ctx, int64_t batch,
+                                         const KvCacheConfig& flags, int64_t ctx, int64_t batch,
                                          const std::string& role, ThreadPool* pool) {
-  config.max_model_len = ctx;
-  config.max_num_batched_tokens = batch;
-  const bool exact = config.memory_bytes <= 0;
-  if (exact) {
-    KV_ASSIGN_OR_RETURN(DType dtype, ParseKvCacheDtype(config.dtype, DType::kF32));
-    const KvCacheSpec spec = model.kv_spec(dtype, config.block_size);
-    KV_RETURN_IF_ERROR(spec.Validate());
-    config.memory_bytes =
-        spec.fixed_scale_bytes() + spec.blocks_for_tokens(ctx) * spec.bytes_per_block();
-  }
+  bool exact = false;
+  KV_ASSIGN_OR_RETURN(KvCacheConfig config,
+                      eval::WindowKvCacheConfig(model, flags, ctx, batch, &exact));
   auto dtype = ParseKvCacheDtype(config.dtype, DType::kF32);
   if (dtype.ok() && (*dtype == DType::kFp8E4M3 || *dtype == DType::kFp8E5M2)) {
     std::fprintf(stderr, "KV cache (%s): fp8 scales: looking in the model file, else "
@@ -194,263 +99,6 @@ class WindowProgress {
 };
 
 }  // namespace
-
-TokenScore ScoreToken(const float* test_logits, const float* base_logits, int64_t vocab_size,
-                      TokenId next_token) {
-  TokenScore s;
-  const double lse_t = LogSumExp(test_logits, vocab_size, nullptr);
-  const double logp_t_next = static_cast<double>(test_logits[next_token]) - lse_t;
-  s.nll = -logp_t_next;
-  if (base_logits == nullptr) return s;
-  const double lse_b = LogSumExp(base_logits, vocab_size, nullptr);
-  const double logp_b_next = static_cast<double>(base_logits[next_token]) - lse_b;
-  s.base_nll = -logp_b_next;
-  double kld = 0.0;
-  for (int64_t j = 0; j < vocab_size; ++j) {
-    const double lb = static_cast<double>(base_logits[j]) - lse_b;
-    const double lt = static_cast<double>(test_logits[j]) - lse_t;
-    kld += std::exp(lb) * (lb - lt);
-  }
-  s.kld = kld;
-  s.delta_p = std::exp(logp_t_next) - std::exp(logp_b_next);
-  s.same_top1 = ArgMax(test_logits, vocab_size) == ArgMax(base_logits, vocab_size);
-  return s;
-}
-
-double SortedPercentile(const std::vector<double>& sorted, double q) {
-  KV_CHECK(!sorted.empty());
-  if (q <= 0.0) return sorted.front();
-  if (q >= 1.0) return sorted.back();
-  const double p = q * static_cast<double>(sorted.size() - 1);
-  const size_t i = static_cast<size_t>(p);
-  const double frac = p - static_cast<double>(i);
-  const size_t j = std::min(i + 1, sorted.size() - 1);
-  return (1.0 - frac) * sorted[i] + frac * sorted[j];
-}
-
-PerplexityResult SummarizeScores(const std::vector<TokenScore>& scores, bool has_base) {
-  PerplexityResult r;
-  r.num_scored_tokens = static_cast<int64_t>(scores.size());
-  if (scores.empty()) return r;
-  const double n = static_cast<double>(scores.size());
-  std::vector<double> nll;
-  nll.reserve(scores.size());
-  for (const TokenScore& s : scores) nll.push_back(s.nll);
-  r.mean_nll = MeanOf(nll);
-  r.perplexity = std::exp(r.mean_nll);
-  r.perplexity_stderr = r.perplexity * StderrOf(nll, r.mean_nll);
-  if (!has_base) return r;
-
-  KldSummary k;
-  std::vector<double> base_nll, ratio, kld, dp;
-  double same = 0.0, dp_sq = 0.0;
-  for (const TokenScore& s : scores) {
-    base_nll.push_back(s.base_nll);
-    ratio.push_back(s.nll - s.base_nll);
-    kld.push_back(s.kld);
-    dp.push_back(s.delta_p);
-    dp_sq += s.delta_p * s.delta_p;
-    same += s.same_top1 ? 1.0 : 0.0;
-  }
-  k.base_perplexity = std::exp(MeanOf(base_nll));
-  k.ln_ppl_ratio = MeanOf(ratio);
-  k.ln_ppl_ratio_stderr = StderrOf(ratio, k.ln_ppl_ratio);
-  k.mean_kld = MeanOf(kld);
-  k.kld_stderr = StderrOf(kld, k.mean_kld);
-  std::sort(kld.begin(), kld.end());
-  k.median_kld = SortedPercentile(kld, 0.5);
-  k.p90_kld = SortedPercentile(kld, 0.90);
-  k.p99_kld = SortedPercentile(kld, 0.99);
-  k.p999_kld = SortedPercentile(kld, 0.999);
-  k.max_kld = kld.back();
-  k.top1_agreement = same / n;
-  k.top1_agreement_stderr = std::sqrt(k.top1_agreement * (1.0 - k.top1_agreement) / n);
-  k.mean_delta_p = MeanOf(dp);
-  k.rms_delta_p = std::sqrt(dp_sq / n);
-  r.kld = k;
-  return r;
-}
-
-StatusOr<PerplexityResult> RunPerplexity(LlamaModel& model, const std::vector<TokenId>& tokens,
-                                         const PerplexityOptions& options, PagedKvCache* test_kv,
-                                         PagedKvCache* base_kv, ThreadPool* pool,
-                                         const PerplexityProgressFn& on_window) {
-  const int64_t ctx = options.ctx_tokens;
-  if (ctx < 3) {
-    return InvalidArgumentError("--ctx must be at least 3 (a window scores its second half), got " +
-                                std::to_string(ctx));
-  }
-  if (options.batch_tokens < 0) return InvalidArgumentError("--batch-size must be >= 1");
-  if (options.max_windows < 0) return InvalidArgumentError("--max-windows must be >= 0");
-  if (test_kv == nullptr) return InvalidArgumentError("RunPerplexity: no KV cache");
-  for (const PagedKvCache* kv : {test_kv, base_kv}) {
-    if (kv != nullptr && kv->max_model_len < ctx) {
-      return InvalidArgumentError("--ctx " + std::to_string(ctx) +
-                                  " exceeds the KV cache's maximum model length of " +
-                                  std::to_string(kv->max_model_len) + " tokens");
-    }
-  }
-  const int64_t num_tokens = static_cast<int64_t>(tokens.size());
-  if (num_tokens < ctx) {
-    return InvalidArgumentError("the text has " + std::to_string(num_tokens) +
-                                " tokens, fewer than one window of --ctx " +
-                                std::to_string(ctx) +
-                                " needs; pass a longer text or a smaller --ctx");
-  }
-  const ModelConfig& config = model.config();
-  const int64_t V = config.vocab_size;
-  for (TokenId t : tokens) {
-    if (t < 0 || t >= V) {
-      return InvalidArgumentError("token id " + std::to_string(t) +
-                                  " of the text is outside the model's vocabulary (" +
-                                  std::to_string(V) + " tokens); does --tokenizer match?");
-    }
-  }
-  if (options.bos_id != kNoToken && (options.bos_id < 0 || options.bos_id >= V)) {
-    return InvalidArgumentError("BOS id " + std::to_string(options.bos_id) +
-                                " is outside the model's vocabulary");
-  }
-  const int64_t batch = options.batch_tokens > 0 ? std::min(options.batch_tokens, ctx) : ctx;
-  int64_t num_windows = num_tokens / ctx;
-  if (options.max_windows > 0) num_windows = std::min(num_windows, options.max_windows);
-  const int64_t first = ctx / 2;
-  const int64_t num_scored = ctx - 1 - first;  // positions first .. ctx-2
-
-  const auto start = Clock::now();
-  std::vector<float> test_logits(static_cast<size_t>(num_scored * V));
-  std::vector<float> base_logits(base_kv != nullptr ? test_logits.size() : 0);
-  std::vector<float> scratch_row(static_cast<size_t>(V));
-  std::vector<TokenId> window(static_cast<size_t>(ctx));
-  std::vector<TokenScore> scores;
-  scores.reserve(static_cast<size_t>(num_windows * num_scored));
-  PerplexityResult result;
-  for (int64_t w = 0; w < num_windows; ++w) {
-    std::copy(tokens.begin() + w * ctx, tokens.begin() + (w + 1) * ctx, window.begin());
-    if (options.bos_id != kNoToken) window[0] = options.bos_id;
-    if (base_kv != nullptr) {
-      KV_RETURN_IF_ERROR(RunWindow(model, window.data(), ctx, batch, first, base_kv, pool,
-                                   base_logits.data(), &scratch_row));
-    }
-    KV_RETURN_IF_ERROR(RunWindow(model, window.data(), ctx, batch, first, test_kv, pool,
-                                 test_logits.data(), &scratch_row));
-    // Rows are independent; each writes only its own score.
-    const size_t base_index = scores.size();
-    scores.resize(base_index + static_cast<size_t>(num_scored));
-    auto score_rows = [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const float* b = base_kv != nullptr ? base_logits.data() + i * V : nullptr;
-        scores[base_index + static_cast<size_t>(i)] =
-            ScoreToken(test_logits.data() + i * V, b, V, window[first + i + 1]);
-      }
-    };
-    if (pool != nullptr) {
-      pool->ParallelFor(num_scored, 1, score_rows);
-    } else {
-      score_rows(0, num_scored);
-    }
-    if (on_window) {
-      result = SummarizeScores(scores, base_kv != nullptr);
-      on_window(w + 1, num_windows, result);
-    }
-  }
-  result = SummarizeScores(scores, base_kv != nullptr);
-  result.ctx_tokens = ctx;
-  result.batch_tokens = batch;
-  result.num_text_tokens = num_tokens;
-  result.num_windows = num_windows;
-  result.seconds = SecondsSince(start);
-  return result;
-}
-
-std::string FormatPerplexityText(const PerplexityReport& report) {
-  const PerplexityResult& r = report.result;
-  std::string out;
-  char buf[512];
-  std::snprintf(buf, sizeof(buf),
-                "model:            %s\ntext:             %s (%lld tokens)\n"
-                "windows:          %lld of %lld tokens (forward passes of %lld), %lld tokens "
-                "scored (second half of each window)\n"
-                "KV cache dtype:   %s (%lld bytes per token)\n",
-                report.model.c_str(), report.text_file.c_str(),
-                static_cast<long long>(r.num_text_tokens), static_cast<long long>(r.num_windows),
-                static_cast<long long>(r.ctx_tokens), static_cast<long long>(r.batch_tokens),
-                static_cast<long long>(r.num_scored_tokens), report.kv_cache_dtype.c_str(),
-                static_cast<long long>(report.kv_bytes_per_token));
-  out += buf;
-  std::snprintf(buf, sizeof(buf), "perplexity:       %.4f +/- %.4f\n", r.perplexity,
-                r.perplexity_stderr);
-  out += buf;
-  if (r.kld.has_value()) {
-    const KldSummary& k = *r.kld;
-    std::snprintf(
-        buf, sizeof(buf),
-        "--- against a %s-KV run of the same model ---\n"
-        "base perplexity:  %.4f\n"
-        "ln(PPL/PPL_base): %.6f +/- %.6f\n"
-        "mean KLD:         %.6f +/- %.6f\n"
-        "median KLD:       %.6f\n"
-        "p90 / p99 / p99.9 KLD: %.6f / %.6f / %.6f\n"
-        "max KLD:          %.6f\n"
-        "top-1 agreement:  %.3f%% +/- %.3f%%\n"
-        "delta p:          mean %.4f%%, RMS %.4f%%\n",
-        report.base_kv_cache_dtype.c_str(), k.base_perplexity, k.ln_ppl_ratio,
-        k.ln_ppl_ratio_stderr, k.mean_kld, k.kld_stderr, k.median_kld, k.p90_kld, k.p99_kld,
-        k.p999_kld, k.max_kld, 100.0 * k.top1_agreement, 100.0 * k.top1_agreement_stderr,
-        100.0 * k.mean_delta_p, 100.0 * k.rms_delta_p);
-    out += buf;
-  }
-  if (report.kv_clipped_values > 0) {
-    out += "fp8 KV values clipped: " + std::to_string(report.kv_clipped_values) + "\n";
-  }
-  std::snprintf(buf, sizeof(buf), "time:             %.2f s, %d threads\n", r.seconds,
-                report.threads);
-  out += buf;
-  return out;
-}
-
-std::string FormatPerplexityJson(const PerplexityReport& report) {
-  const PerplexityResult& r = report.result;
-  nlohmann::json j;
-  j["model"] = report.model;
-  j["text_file"] = report.text_file;
-  j["kv_cache_dtype"] = report.kv_cache_dtype;
-  j["base_kv_cache_dtype"] =
-      report.base_kv_cache_dtype.empty() ? nlohmann::json() : nlohmann::json(report.base_kv_cache_dtype);
-  j["kv_bytes_per_token"] = report.kv_bytes_per_token;
-  j["base_kv_bytes_per_token"] = report.base_kv_bytes_per_token > 0
-                                     ? nlohmann::json(report.base_kv_bytes_per_token)
-                                     : nlohmann::json();
-  j["ctx"] = r.ctx_tokens;
-  j["batch_size"] = r.batch_tokens;
-  j["num_text_tokens"] = r.num_text_tokens;
-  j["num_windows"] = r.num_windows;
-  j["num_scored_tokens"] = r.num_scored_tokens;
-  j["mean_nll"] = r.mean_nll;
-  j["perplexity"] = r.perplexity;
-  j["perplexity_stderr"] = r.perplexity_stderr;
-  const char* kld_keys[] = {"base_perplexity", "ln_ppl_ratio", "ln_ppl_ratio_stderr",
-                            "mean_kld", "kld_stderr", "median_kld", "p90_kld", "p99_kld",
-                            "p999_kld", "max_kld", "top1_agreement", "top1_agreement_stderr",
-                            "mean_delta_p", "rms_delta_p"};
-  if (r.kld.has_value()) {
-    const KldSummary& k = *r.kld;
-    const double values[] = {k.base_perplexity, k.ln_ppl_ratio, k.ln_ppl_ratio_stderr,
-                             k.mean_kld, k.kld_stderr, k.median_kld, k.p90_kld, k.p99_kld,
-                             k.p999_kld, k.max_kld, k.top1_agreement, k.top1_agreement_stderr,
-                             k.mean_delta_p, k.rms_delta_p};
-    for (size_t i = 0; i < std::size(kld_keys); ++i) j[kld_keys[i]] = values[i];
-  } else {
-    for (const char* key : kld_keys) j[key] = nullptr;
-  }
-  j["kv_clipped_values"] = report.kv_clipped_values;
-  j["threads"] = report.threads;
-  j["seconds"] = r.seconds;
-  j["tokens_per_s"] =
-      r.seconds > 0 ? static_cast<double>(r.num_windows * r.ctx_tokens * (r.kld ? 2 : 1)) /
-                          r.seconds
-                    : 0.0;
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
 
 int RunEvalPerplexityCommand(const EvalPerplexityOptions& options) {
   if (options.model_path.empty()) return ReportError(InvalidArgumentError("--model is required"));
@@ -555,7 +203,7 @@ int RunEvalPerplexityCommand(const EvalPerplexityOptions& options) {
   popts.max_windows = options.max_windows;
   popts.bos_id = add_bos ? tokenizer->bos_id() : kNoToken;
   WindowProgress progress(options.kl_divergence);
-  auto result = RunPerplexity(
+  auto result = eval::RunPerplexity(
       *model, tokens, popts, &*test_kv, base_kv ? &*base_kv : nullptr, &pool,
       [&](int64_t done, int64_t total, const PerplexityResult& so_far) {
         progress.Update(done, total, so_far);
@@ -574,9 +222,9 @@ int RunEvalPerplexityCommand(const EvalPerplexityOptions& options) {
   report.threads = threads;
   report.kv_clipped_values = test_kv->storage->quant_stats().total_clipped();
   if (options.format == "json") {
-    std::printf("%s\n", FormatPerplexityJson(report).c_str());
+    std::printf("%s\n", eval::FormatPerplexityJson(report).c_str());
   } else {
-    std::fputs(FormatPerplexityText(report).c_str(), stdout);
+    std::fputs(eval::FormatPerplexityText(report).c_str(), stdout);
   }
   std::fflush(stdout);
   return 0;

@@ -15,6 +15,7 @@
 #include "cli/cli_util.h"
 #include "model/synthetic.h"
 #include "runtime/engine.h"
+#include "runtime/engine_core.h"
 
 namespace kvserve::cli {
 namespace {
@@ -50,52 +51,6 @@ std::string ContinuationText(const Tokenizer& tokenizer, const std::vector<Token
   if (full.compare(0, head.size(), head) == 0) return full.substr(head.size());
   return tokenizer.Decode(output);
 }
-
-// The prompt fits max_model_len and every id is in the vocabulary.
-Status ValidatePrompt(const ModelConfig& config, int64_t max_model_len,
-                      const std::vector<TokenId>& prompt_ids) {
-  const int64_t num_prompt = static_cast<int64_t>(prompt_ids.size());
-  if (num_prompt == 0) return InvalidArgumentError("the prompt is empty (no tokens to run)");
-  if (num_prompt > max_model_len) {
-    return OutOfRangeError("the prompt has " + std::to_string(num_prompt) +
-                           " tokens but the maximum model length is " +
-                           std::to_string(max_model_len) + " (--max-model-len)");
-  }
-  for (TokenId t : prompt_ids) {
-    if (t < 0 || t >= config.vocab_size) {
-      return InvalidArgumentError("prompt token id " + std::to_string(t) +
-                                  " is outside the vocabulary (" +
-                                  std::to_string(config.vocab_size) + " tokens)");
-    }
-  }
-  return OkStatus();
-}
-
-// A sequence's blocks, returned to the pool when it goes out of scope.
-class SequenceBlocks {
- public:
-  SequenceBlocks(BlockPool* pool, int64_t block_size) : pool_(pool), table_(block_size) {}
-  ~SequenceBlocks() { pool_->release_all(table_.clear()); }
-  BlockTable& table() { return table_; }
-  // Grows the table to hold num_tokens tokens.
-  Status Reserve(int64_t num_tokens) {
-    const int64_t need = table_.blocks_needed(num_tokens);
-    if (need == 0) return OkStatus();
-    std::vector<BlockId> ids;
-    if (!pool_->allocate(need, &ids)) {
-      return ResourceExhaustedError("the KV cache is full: " + std::to_string(num_tokens) +
-                                    " tokens need " + std::to_string(need) +
-                                    " more blocks, " + std::to_string(pool_->num_available()) +
-                                    " are available");
-    }
-    table_.append_blocks(ids);
-    return OkStatus();
-  }
-
- private:
-  BlockPool* pool_;
-  BlockTable table_;
-};
 
 // Prompts of a --prompts-file: one per line, empty lines skipped ("\r" of CRLF files removed).
 StatusOr<std::vector<std::string>> ReadPromptsFile(const std::string& path) {
@@ -313,67 +268,6 @@ int RunPromptsFile(const GenerateOptions& options, LlamaModel& model, const Toke
 
 }  // namespace
 
-StatusOr<GenerationResult> RunGeneration(LlamaModel& model, const Tokenizer* tokenizer,
-                                         const GenerationRequest& request, PagedKvCache* kv,
-                                         ThreadPool* pool,
-                                         const std::function<void(TokenId)>& on_token) {
-  const ModelConfig& config = model.config();
-  if (kv == nullptr) return InvalidArgumentError("RunGeneration: no KV cache");
-  const int64_t max_len = kv->max_model_len;
-  KV_RETURN_IF_ERROR(ValidatePrompt(config, max_len, request.prompt_ids));
-  const int64_t num_prompt = static_cast<int64_t>(request.prompt_ids.size());
-  KV_RETURN_IF_ERROR(request.sampling.Validate());
-  GenerationResult result;
-  result.finish_reason = "length";
-  if (request.max_new_tokens <= 0) return result;
-
-  // Output token j is sampled from the logits at position num_prompt - 1 + j and, unless it is
-  // the last one, fed back at position num_prompt + j (as llama2.c run.c with steps = context).
-  const int64_t max_new = std::min<int64_t>(request.max_new_tokens, max_len - num_prompt + 1);
-  SequenceBlocks seq(kv->blocks.get(), kv->spec.block_size);
-  BlockTable& table = seq.table();
-
-  Sampler sampler(request.sampling);
-  std::vector<float> logits(static_cast<size_t>(config.vocab_size));
-  auto is_stop = [&](TokenId t) {
-    if (request.ignore_eos) return false;
-    if (tokenizer != nullptr && tokenizer->IsEndOfGeneration(t)) return true;
-    if (request.stop_at_bos && tokenizer != nullptr && t == tokenizer->bos_id()) return true;
-    return false;
-  };
-  // Runs `tokens` after what the table holds and samples the next token.
-  auto step = [&](const std::vector<TokenId>& tokens) -> StatusOr<TokenId> {
-    const int64_t total = table.num_tokens() + static_cast<int64_t>(tokens.size());
-    KV_RETURN_IF_ERROR(seq.Reserve(total));
-    ForwardBatch batch;
-    batch.AddSequence(tokens, table);
-    KV_RETURN_IF_ERROR(model.Forward(batch, kv->storage.get(), pool, logits.data()));
-    table.set_num_tokens(total);
-    return sampler.Sample(logits.data(), config.vocab_size, request.prompt_ids,
-                          result.output_ids);
-  };
-
-  auto start = Clock::now();
-  KV_ASSIGN_OR_RETURN(TokenId next, step(request.prompt_ids));
-  result.prefill_seconds = SecondsSince(start);
-
-  start = Clock::now();
-  while (true) {
-    result.output_ids.push_back(next);
-    if (on_token) on_token(next);
-    if (is_stop(next)) {
-      result.finish_reason = "stop";
-      break;
-    }
-    if (static_cast<int64_t>(result.output_ids.size()) >= max_new) break;
-    KV_ASSIGN_OR_RETURN(next, step({next}));
-    ++result.num_decode_steps;
-  }
-  result.decode_seconds = SecondsSince(start);
-  result.kv_stats = ComputeKvMemoryStats(kv->spec, *kv->blocks, {&table});
-  return result;
-}
-
 int RunGenerateCommand(const GenerateOptions& options) {
   if (Status s = options.sampling.Validate(); !s.ok()) return ReportError(s);
   if (options.max_new_tokens < 0) {
@@ -435,17 +329,13 @@ int RunGenerateCommand(const GenerateOptions& options) {
   }
 
   // 2. The prompt.
-  GenerationRequest request;
-  request.max_new_tokens = options.max_new_tokens;
-  request.sampling = options.sampling;
-  request.stop_at_bos = llama2c;
-  request.ignore_eos = options.ignore_eos;
+  std::vector<TokenId> prompt_ids;
   if (!options.prompt_ids.empty()) {
     auto ids = ParseIdList(options.prompt_ids, vocab_size);
     if (!ids.ok()) return ReportError(ids.status());
-    request.prompt_ids = std::move(ids).value();
+    prompt_ids = std::move(ids).value();
   } else if (options.random_prompt_tokens > 0) {
-    request.prompt_ids = SyntheticTokenIds(options.random_prompt_tokens, vocab_size);
+    prompt_ids = SyntheticTokenIds(options.random_prompt_tokens, vocab_size);
   } else {
     if (tokenizer == nullptr) {
       return ReportError(InvalidArgumentError(
@@ -453,71 +343,122 @@ int RunGenerateCommand(const GenerateOptions& options) {
     }
     EncodeOptions encode;
     encode.add_bos = !options.no_bos;
-    request.prompt_ids = tokenizer->Encode(options.prompt, encode);
+    prompt_ids = tokenizer->Encode(options.prompt, encode);
   }
 
-  // Checked before the prompt is echoed, so a bad prompt prints only the error.
-  // 3. The paged KV cache (fp8 scales may need a calibration pass: threads first).
+  // 3. The paged KV cache (fp8 scales may need a calibration pass: threads first) and the
+  // engine core on it: one sequence, its whole prompt in one forward pass unless
+  // --max-num-batched-tokens says otherwise.
   const int threads = options.threads > 0 ? options.threads : ThreadPool::HardwareThreads();
   ThreadPool pool(threads);
   auto kv_config = ResolveKvCacheFlags(options.kv);
   if (!kv_config.ok()) return ReportError(kv_config.status());
-  auto kv = CreateKvCacheWithBanner(*model, tokenizer.get(), *kv_config, &pool);
+  KvCacheConfig kvc = *kv_config;
+  kvc.max_num_batched_tokens = options.max_num_batched_tokens;  // 0: max_model_len
+  auto kv = CreateKvCacheWithBanner(*model, tokenizer.get(), kvc, &pool);
   if (!kv.ok()) return ReportError(kv.status());
-
-  // Checked before the prompt is echoed, so a bad prompt prints only the error.
-  if (Status s = ValidatePrompt(model->config(), kv->max_model_len, request.prompt_ids);
-      !s.ok()) {
-    return ReportError(s);
+  EngineCoreOptions co;
+  co.enable_prefix_caching = options.enable_prefix_caching;
+  co.scheduler.max_model_len = kv->max_model_len;
+  co.scheduler.max_num_seqs = 1;
+  co.scheduler.max_num_batched_tokens =
+      options.max_num_batched_tokens > 0 ? options.max_num_batched_tokens : kv->max_model_len;
+  co.scheduler.enable_chunked_prefill = options.enable_chunked_prefill;
+  co.scheduler.model_namespace = model->config().name;
+  if (tokenizer != nullptr) {
+    co.scheduler.eos_token_ids = EndOfGenerationIds(*tokenizer, vocab_size, llama2c);
   }
+  auto core = EngineCore::Create(co, model.get(), &*kv, &pool);
+  if (!core.ok()) return ReportError(core.status());
+
+  RequestInput input;
+  input.prompt_ids = prompt_ids;
+  input.sampling = options.sampling;
+  input.max_tokens = options.max_new_tokens;
+  input.ignore_eos = options.ignore_eos;
+  // Checked before the prompt is echoed, so a bad prompt prints only the error (-n 0 runs
+  // nothing: checked as if it asked for one token).
+  RequestInput check = input;
+  check.max_tokens = std::max<int64_t>(1, check.max_tokens);
+  if (Status s = (*core)->ValidateInput(check); !s.ok()) return ReportError(s);
 
   // 4. Generate, streaming text in text mode.
   std::unique_ptr<IncrementalDetokenizer> detok;
   if (!json && tokenizer != nullptr) {
     detok = std::make_unique<IncrementalDetokenizer>(tokenizer.get());
-    for (TokenId t : request.prompt_ids) std::fputs(detok->Push(t).c_str(), stdout);
+    for (TokenId t : prompt_ids) std::fputs(detok->Push(t).c_str(), stdout);
     std::fflush(stdout);
   }
-  auto on_token = [&](TokenId t) {
-    if (json) return;
-    if (detok == nullptr) {
-      std::printf("%d ", t);
-    } else {
-      const bool stop = !options.ignore_eos && (tokenizer->IsEndOfGeneration(t) ||
-                                                (llama2c && t == tokenizer->bos_id()));
-      if (!stop) std::fputs(detok->Push(t).c_str(), stdout);
+  std::vector<TokenId> output_ids;
+  RequestOutput final_output;
+  final_output.finish_reason = FinishReason::kLength;
+  double prefill_seconds = 0.0, decode_seconds = 0.0;
+  int64_t num_decode_steps = 0;
+  if (input.max_tokens > 0) {
+    if (Status s = (*core)->add_request(/*id=*/1, std::move(input)); !s.ok()) {
+      return ReportError(s);
     }
-    std::fflush(stdout);
-  };
-  auto generated = RunGeneration(*model, tokenizer.get(), request, &*kv, &pool, on_token);
-  if (!generated.ok()) {
-    if (!json) std::fputs("\n", stdout);
-    return ReportError(generated.status());
+    auto start = Clock::now();
+    bool finished = false, prefilled = false;
+    while (!finished) {
+      const EngineCoreStep step = (*core)->step();
+      for (const RequestOutput& out : step.outputs) {
+        for (TokenId t : out.new_token_ids) {
+          output_ids.push_back(t);
+          if (json) continue;
+          if (detok == nullptr) {
+            std::printf("%d ", t);
+          } else if (!(out.finished() && t == out.stop_token_id)) {
+            std::fputs(detok->Push(t).c_str(), stdout);
+          }
+          std::fflush(stdout);
+        }
+        if (out.finished()) {
+          finished = true;
+          final_output = out;
+        }
+      }
+      // The first token ends the prefill (the prompt's forward passes and the first sample);
+      // every later step is one decode.
+      if (output_ids.empty() && !finished) continue;
+      if (!prefilled) {
+        prefilled = true;
+        prefill_seconds = SecondsSince(start);
+        start = Clock::now();
+      } else {
+        ++num_decode_steps;
+      }
+    }
+    decode_seconds = SecondsSince(start);
   }
-  const GenerationResult& result = *generated;
-  const int64_t num_prompt = static_cast<int64_t>(request.prompt_ids.size());
-  const int64_t num_output = static_cast<int64_t>(result.output_ids.size());
+  if (final_output.finish_reason == FinishReason::kError) {
+    if (!json) std::fputs("\n", stdout);
+    return ReportError(InternalError(final_output.error));
+  }
+  const std::string finish_reason = FinishReasonName(final_output.finish_reason);
+  const int64_t num_prompt = static_cast<int64_t>(prompt_ids.size());
+  const int64_t num_output = static_cast<int64_t>(output_ids.size());
   const double prefill_tps =
-      result.prefill_seconds > 0 ? static_cast<double>(num_prompt) / result.prefill_seconds : 0.0;
-  const double decode_tps = result.decode_seconds > 0
-                                ? static_cast<double>(result.num_decode_steps) /
-                                      result.decode_seconds
-                                : 0.0;
+      prefill_seconds > 0 ? static_cast<double>(num_prompt) / prefill_seconds : 0.0;
+  const double decode_tps =
+      decode_seconds > 0 ? static_cast<double>(num_decode_steps) / decode_seconds : 0.0;
 
   if (json) {
-    std::vector<TokenId> text_ids = result.output_ids;
-    if (result.finish_reason == "stop" && !text_ids.empty()) text_ids.pop_back();
+    std::vector<TokenId> text_ids = output_ids;
+    if (final_output.finish_reason == FinishReason::kStop && !text_ids.empty()) {
+      text_ids.pop_back();
+    }
     nlohmann::json out;
     out["model"] = model_name;
-    out["prompt_token_ids"] = request.prompt_ids;
-    out["output_token_ids"] = result.output_ids;
-    out["text"] = tokenizer ? ContinuationText(*tokenizer, request.prompt_ids, text_ids) : "";
-    out["finish_reason"] = result.finish_reason;
+    out["prompt_token_ids"] = prompt_ids;
+    out["output_token_ids"] = output_ids;
+    out["text"] = tokenizer ? ContinuationText(*tokenizer, prompt_ids, text_ids) : "";
+    out["finish_reason"] = finish_reason;
     out["num_prompt_tokens"] = num_prompt;
     out["num_output_tokens"] = num_output;
-    out["prefill_seconds"] = result.prefill_seconds;
-    out["decode_seconds"] = result.decode_seconds;
-    out["num_decode_steps"] = result.num_decode_steps;
+    out["prefill_seconds"] = prefill_seconds;
+    out["decode_seconds"] = decode_seconds;
+    out["num_decode_steps"] = num_decode_steps;
     out["prefill_tokens_per_s"] = prefill_tps;
     out["decode_tokens_per_s"] = decode_tps;
     out["threads"] = threads;
@@ -528,7 +469,8 @@ int RunGenerateCommand(const GenerateOptions& options) {
     out["weight_type"] = weight_type;
     out["weight_bytes"] = weight_bytes;
     out["weight_bytes_per_token"] = weight_bytes_per_token;
-    const KvMemoryStats& ks = result.kv_stats;
+    // The sequence just before its blocks returned.
+    const KvMemoryStats ks = (*core)->finished_sequence_memory_stats(final_output);
     out["kv_cache"] = {
         {"dtype", DTypeName(kv->spec.dtype)},
         {"block_size", kv->spec.block_size},
@@ -552,9 +494,9 @@ int RunGenerateCommand(const GenerateOptions& options) {
     std::fprintf(stderr,
                  "prefill: %lld tokens in %.3f s (%.1f tok/s); decode: %lld tokens in %.3f s "
                  "(%.1f tok/s); %d threads; finish: %s\n",
-                 static_cast<long long>(num_prompt), result.prefill_seconds, prefill_tps,
-                 static_cast<long long>(result.num_decode_steps), result.decode_seconds,
-                 decode_tps, threads, result.finish_reason.c_str());
+                 static_cast<long long>(num_prompt), prefill_seconds, prefill_tps,
+                 static_cast<long long>(num_decode_steps), decode_seconds, decode_tps, threads,
+                 finish_reason.c_str());
   }
   return 0;
 }

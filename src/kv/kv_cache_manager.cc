@@ -83,14 +83,17 @@ int64_t KvCacheManager::num_blocks() const { return impl_->options.num_blocks; }
 bool KvCacheManager::prefix_caching_enabled() const { return impl_->options.enable_prefix_caching; }
 
 PrefixMatch KvCacheManager::match(const std::string& cache_namespace,
-                                  const std::vector<TokenId>& tokens) const {
+                                  const std::vector<TokenId>& tokens,
+                                  int64_t max_cached_tokens) const {
   PrefixMatch m;
   const int64_t num_tokens = static_cast<int64_t>(tokens.size());
   m.num_prompt_tokens = num_tokens;
   if (!impl_->options.enable_prefix_caching || num_tokens == 0) return m;
   const int64_t bs = block_size();
   const int64_t num_full = num_tokens / bs;
-  const int64_t max_cached = (num_tokens - 1) / bs;  // the last token is always computed
+  // The last token is always computed, and so is every position whose logits are wanted.
+  const int64_t max_cached =
+      std::min((num_tokens - 1) / bs, std::max<int64_t>(max_cached_tokens, 0) / bs);
   const RadixCache::Match rm = impl_->tree.match(cache_namespace, tokens, num_full);
   const int64_t num_matched = static_cast<int64_t>(rm.nodes.size());
   const int64_t k = std::min(num_matched, max_cached);

@@ -83,10 +83,12 @@ class KvCacheManager {
   bool prefix_caching_enabled() const;
 
   // Longest cached prefix of `tokens` under `cache_namespace` (model id + cache salt): whole
-  // blocks only, and never the last token (so that there are logits to sample from), plus
-  // why the rest missed. Changes nothing, counts nothing: a waiting request may be matched
-  // every step. With prefix caching off, nothing is cached.
-  PrefixMatch match(const std::string& cache_namespace, const std::vector<TokenId>& tokens) const;
+  // blocks only, at most max_cached_tokens, and never the last token (so that there are
+  // logits to sample from), plus why the rest missed (cached blocks beyond those limits count
+  // as kLastTokenRecomputed: recomputed for their logits). Changes nothing, counts nothing: a
+  // waiting request may be matched every step. With prefix caching off, nothing is cached.
+  PrefixMatch match(const std::string& cache_namespace, const std::vector<TokenId>& tokens,
+                    int64_t max_cached_tokens = INT64_MAX) const;
 
   // True when start_sequence(match) followed by allocate_slots(num_tokens) would succeed now:
   // the blocks beyond the match fit in the free and evictable blocks that the match itself does

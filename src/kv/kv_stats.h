@@ -33,4 +33,9 @@ struct KvMemoryStats {
 KvMemoryStats ComputeKvMemoryStats(const KvCacheSpec& spec, const BlockPool& pool,
                                    const std::vector<const BlockTable*>& tables);
 
+// One sequence of num_tokens tokens in num_seq_blocks blocks of a num_blocks cache, as if it
+// were the only one holding blocks (e.g. a finished request's footprint).
+KvMemoryStats SequenceKvMemoryStats(const KvCacheSpec& spec, int64_t num_blocks,
+                                    int64_t num_seq_blocks, int64_t num_tokens);
+
 }  // namespace kvserve

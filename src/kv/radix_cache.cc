@@ -11,7 +11,6 @@ namespace {
 constexpr uint64_t kSeed0 = 0xa0761d6478bd642full;
 constexpr uint64_t kSeed1 = 0xe7037ed1a0b428dbull;
 constexpr uint64_t kSeed2 = 0x8ebc6af09c88c6e3ull;
-constexpr uint64_t kChainSeed = 0x589965cc75374cc3ull;
 
 // 64x64 -> 128-bit multiply, folded (wyhash's mum).
 inline uint64_t Mum(uint64_t a, uint64_t b) {
@@ -21,7 +20,9 @@ inline uint64_t Mum(uint64_t a, uint64_t b) {
 
 inline uint64_t Combine(uint64_t a, uint64_t b) { return Mum(a ^ kSeed1, b ^ kSeed2); }
 
-uint64_t HashString(std::string_view s) {
+}  // namespace
+
+uint64_t NamespaceKey(std::string_view s) {
   uint64_t h = kSeed0 ^ s.size();
   size_t i = 0;
   for (; i + 8 <= s.size(); i += 8) {
@@ -34,8 +35,15 @@ uint64_t HashString(std::string_view s) {
   return Combine(h, tail ^ 0xffull);
 }
 
-// Namespace-keyed chain: the key of an eviction record.
-inline uint64_t NsChainKey(uint64_t ns_key, uint64_t chain) { return Combine(ns_key, chain); }
+uint64_t ExtendPrefixChain(uint64_t chain, std::span<const TokenId> block_tokens) {
+  return Combine(chain, HashBlockTokens(block_tokens));
+}
+
+uint64_t PrefixBlockKey(uint64_t namespace_key, uint64_t chain) {
+  return Combine(namespace_key, chain);
+}
+
+namespace {
 
 void Increment(std::unordered_map<uint64_t, int32_t>& m, uint64_t k) { ++m[k]; }
 void Decrement(std::unordered_map<uint64_t, int32_t>& m, uint64_t k) {
@@ -164,13 +172,13 @@ RadixCache::Match RadixCache::match(std::string_view ns, std::span<const TokenId
       << "num_blocks=" << num_blocks << " tokens=" << tokens.size();
   Match m;
   NodeId cur = root_of(ns);
-  const uint64_t ns_key = cur == kNoNode ? HashString(ns) : get(cur).key;
-  uint64_t chain = kChainSeed;
+  const uint64_t ns_key = cur == kNoNode ? NamespaceKey(ns) : get(cur).key;
+  uint64_t chain = kPrefixChainSeed;
   const size_t bs = static_cast<size_t>(block_size_);
   for (int64_t j = 0; j < num_blocks; ++j) {
     const std::span<const TokenId> block = tokens.subspan(static_cast<size_t>(j) * bs, bs);
     const uint64_t key = HashBlockTokens(block);
-    chain = Combine(chain, key);
+    chain = Combine(chain, key);  // ExtendPrefixChain, with the key reused
     if (cur != kNoNode) {
       const Node& n = get(cur);
       auto it = n.children.find(key);
@@ -190,7 +198,7 @@ RadixCache::Match RadixCache::match(std::string_view ns, std::span<const TokenId
 }
 
 PrefixMissReason RadixCache::miss_reason(uint64_t ns_key, uint64_t chain) const {
-  if (evicted_in_ns_.count(NsChainKey(ns_key, chain))) return PrefixMissReason::kEvicted;
+  if (evicted_in_ns_.count(PrefixBlockKey(ns_key, chain))) return PrefixMissReason::kEvicted;
   // Not in this namespace's tree (the caller's path ended above), so a live node with this
   // chain, or an eviction record not of this namespace, belongs to another namespace.
   if (live_chains_.count(chain) || evicted_any_ns_.count(chain)) {
@@ -211,8 +219,8 @@ RadixCache::InsertResult RadixCache::insert(std::string_view ns, NodeId parent,
       Node& r = get(p);
       r.root = p;
       r.ns = std::string(ns);
-      r.key = HashString(ns);
-      r.chain = kChainSeed;
+      r.key = NamespaceKey(ns);
+      r.chain = kPrefixChainSeed;
       roots_.emplace(r.ns, p);
     }
   } else {
@@ -292,7 +300,7 @@ void RadixCache::remember_eviction(uint64_t ns_key, uint64_t chain) {
     Decrement(evicted_any_ns_, history_.front().second);
     history_.pop_front();
   }
-  const uint64_t k = NsChainKey(ns_key, chain);
+  const uint64_t k = PrefixBlockKey(ns_key, chain);
   history_.emplace_back(k, chain);
   Increment(evicted_in_ns_, k);
   Increment(evicted_any_ns_, chain);
@@ -355,7 +363,7 @@ void RadixCache::check_invariants() const {
       KV_CHECK(!n.children.empty()) << "empty namespace root " << n.ns;
       auto it = roots_.find(n.ns);
       KV_CHECK(it != roots_.end() && it->second == id);
-      KV_CHECK_EQ(n.key, HashString(n.ns));
+      KV_CHECK_EQ(n.key, NamespaceKey(n.ns));
       KV_CHECK_EQ(n.lock_count, 0);
       continue;
     }

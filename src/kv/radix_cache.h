@@ -28,7 +28,8 @@ enum class PrefixMissReason {
   kEvicted,             // it was cached but its blocks were evicted for memory
   kOtherNamespace,      // cached, but under another namespace (model or cache_salt)
   kPartialBlock,        // the tail that does not fill a block (never cached)
-  kLastTokenRecomputed  // a full hit still recomputes the last prompt token for its logits
+  kLastTokenRecomputed  // cached, but recomputed for its logits (the last prompt token of a
+                        // full hit; positions whose prompt logits a request wants)
 };
 const char* PrefixMissReasonName(PrefixMissReason reason);
 inline constexpr int kNumPrefixMissReasons = 5;
@@ -36,6 +37,16 @@ inline constexpr int kNumPrefixMissReasons = 5;
 // 64-bit hash of a block's token ids (fast, not cryptographic: the tree compares the tokens
 // themselves, so a collision can only cost a cache hit, never return someone else's KV).
 uint64_t HashBlockTokens(std::span<const TokenId> tokens);
+
+// The one hash chain of a token prefix in whole blocks, as the tree keys and classifies it:
+// chain_0 = kPrefixChainSeed and chain_{i+1} = ExtendPrefixChain(chain_i, tokens of block i).
+// A chain is namespace-free (miss reasons compare chains across namespaces);
+// PrefixBlockKey(NamespaceKey(ns), chain_i) identifies the namespace and the first i blocks
+// (the scheduler keeps these per request to spot blocks another request is computing).
+inline constexpr uint64_t kPrefixChainSeed = 0x589965cc75374cc3ull;
+uint64_t ExtendPrefixChain(uint64_t chain, std::span<const TokenId> block_tokens);
+uint64_t NamespaceKey(std::string_view ns);
+uint64_t PrefixBlockKey(uint64_t namespace_key, uint64_t chain);
 
 struct RadixCacheOptions {
   int64_t block_size = 16;  // tokens per node

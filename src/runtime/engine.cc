@@ -77,35 +77,26 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, L
     return InvalidArgumentError("Engine: no model or KV cache");
   }
   EngineOptions o = options;
-  if (kv->max_model_len > 0) {
-    o.scheduler.max_model_len = std::min(o.scheduler.max_model_len, kv->max_model_len);
-  }
   if (o.scheduler.eos_token_ids.empty() && o.tokenizer != nullptr) {
     for (TokenId t = 0; t < model->config().vocab_size; ++t) {
       if (o.tokenizer->IsEndOfGeneration(t)) o.scheduler.eos_token_ids.push_back(t);
     }
   }
-  std::unique_ptr<Engine> engine(new Engine(o, model, kv, pool));
-  auto sched = Scheduler::Create(engine->options_.scheduler, engine->kv_.get());
-  if (!sched.ok()) return sched.status();
-  engine->scheduler_ = std::move(sched).value();
+  EngineCoreOptions co;
+  co.scheduler = o.scheduler;
+  co.enable_prefix_caching = o.enable_prefix_caching;
+  co.check_invariants = o.check_invariants;
+  KV_ASSIGN_OR_RETURN(std::unique_ptr<EngineCore> core, EngineCore::Create(co, model, kv, pool));
+  o.scheduler = core->scheduler_config();
+  std::unique_ptr<Engine> engine(new Engine(o, kv, std::move(core)));
   engine->publish_stats();
   engine->thread_ = std::thread([e = engine.get()] { e->loop(); });
   return engine;
 }
 
-Engine::Engine(const EngineOptions& options, LlamaModel* model, PagedKvCache* kv, ThreadPool* pool)
-    : options_(options), model_(model), kv_cache_(kv), inbox_(std::make_shared<Inbox>()) {
-  KvCacheManagerOptions kvo;
-  kvo.num_blocks = kv->storage->num_blocks();
-  kvo.block_size = kv->spec.block_size;
-  kvo.enable_prefix_caching = options.enable_prefix_caching;
-  kv_ = std::make_unique<KvCacheManager>(kvo);
-  runner_ = std::make_unique<ModelRunner>(model, kv->storage.get(), pool);
-#ifndef NDEBUG
-  options_.check_invariants = true;
-#endif
-}
+Engine::Engine(const EngineOptions& options, PagedKvCache* kv, std::unique_ptr<EngineCore> core)
+    : options_(options), kv_cache_(kv), core_(std::move(core)),
+      inbox_(std::make_shared<Inbox>()) {}
 
 Engine::~Engine() {
   {
@@ -117,25 +108,9 @@ Engine::~Engine() {
 }
 
 StatusOr<std::unique_ptr<RequestStream>> Engine::submit(RequestInput input) {
-  const int64_t n = static_cast<int64_t>(input.prompt_ids.size());
-  if (n == 0) return InvalidArgumentError("the prompt is empty");
-  if (n >= options_.scheduler.max_model_len) {
-    return InvalidArgumentError("the prompt has " + std::to_string(n) +
-                                " tokens; the maximum model length is " +
-                                std::to_string(options_.scheduler.max_model_len) +
-                                " (--max-model-len), which leaves no room for output");
-  }
-  for (TokenId t : input.prompt_ids) {
-    if (t < 0 || t >= model_->config().vocab_size) {
-      return InvalidArgumentError("prompt token id " + std::to_string(t) +
-                                  " is outside the vocabulary (" +
-                                  std::to_string(model_->config().vocab_size) + " tokens)");
-    }
-  }
-  if (input.max_tokens < 1) return InvalidArgumentError("max_tokens must be >= 1");
-  KV_RETURN_IF_ERROR(input.sampling.Validate());
-  if (input.logprobs < -1 || input.logprobs > kMaxLogprobs) {
-    return InvalidArgumentError("logprobs must be between 0 and " + std::to_string(kMaxLogprobs));
+  KV_RETURN_IF_ERROR(core_->ValidateInput(input));
+  if (input.prompt_logits_start >= 0) {
+    return InvalidArgumentError("prompt logits are not returned through engine streams");
   }
   Command c;
   c.kind = Command::kAdd;
@@ -173,7 +148,7 @@ void Engine::loop() {
     bool stopping = false;
     {
       std::unique_lock<std::mutex> lock(inbox_->mu);
-      if (inbox_->commands.empty() && !inbox_->stopping && !scheduler_->has_unfinished()) {
+      if (inbox_->commands.empty() && !inbox_->stopping && !core_->has_unfinished()) {
         inbox_->idle = true;
         inbox_->idle_cv.notify_all();
         inbox_->cv.wait(lock, [&] { return !inbox_->commands.empty() || inbox_->stopping; });
@@ -184,25 +159,29 @@ void Engine::loop() {
     for (Command& c : commands) handle(c);
     if (!commands.empty()) publish_stats();  // aborts change the cache without a step
     if (stopping) {
-      std::vector<SeqId> ids;
-      for (const auto& [id, live] : live_) ids.push_back(id);
-      for (SeqId id : ids) {
-        scheduler_->abort_request(id);
-        finish_stream(id, FinishReason::kAbort, "the engine stopped");
-      }
+      abort_all("the engine stopped");
       publish_stats();
       std::lock_guard<std::mutex> lock(inbox_->mu);
       inbox_->idle = true;
       inbox_->idle_cv.notify_all();
       return;
     }
-    if (scheduler_->has_unfinished()) step();
+    if (core_->has_unfinished()) step();
+  }
+}
+
+void Engine::abort_all(const std::string& why) {
+  std::vector<SeqId> ids;
+  for (const auto& [id, live] : live_) ids.push_back(id);
+  for (SeqId id : ids) {
+    core_->abort_request(id);
+    finish_stream(id, FinishReason::kAbort, why);
   }
 }
 
 void Engine::handle(Command& c) {
   if (c.kind == Command::kAbort) {
-    if (scheduler_->abort_request(c.id)) finish_stream(c.id, FinishReason::kAbort, "");
+    if (core_->abort_request(c.id)) finish_stream(c.id, FinishReason::kAbort, "");
     return;
   }
   const int64_t num_prompt = static_cast<int64_t>(c.input.prompt_ids.size());
@@ -215,7 +194,7 @@ void Engine::handle(Command& c) {
     // Prime with the prompt so the continuation decodes as it would after it.
     for (TokenId t : c.input.prompt_ids) live.detok->Push(t);
   }
-  Status s = scheduler_->add_request(c.id, std::move(c.input));
+  Status s = core_->add_request(c.id, std::move(c.input));
   if (!s.ok()) {
     StreamEvent ev;
     ev.finish_reason = FinishReason::kError;
@@ -229,8 +208,8 @@ void Engine::handle(Command& c) {
 }
 
 void Engine::step() {
-  SchedulerOutput out = scheduler_->schedule();
-  if (out.seqs.empty()) {
+  EngineCoreStep st = core_->step();
+  if (st.scheduled_ids.empty()) {
     // Nothing fits now (should not happen: the scheduler guarantees one full sequence fits).
     publish_stats();
     std::unique_lock<std::mutex> lock(inbox_->mu);
@@ -238,26 +217,19 @@ void Engine::step() {
                         [&] { return !inbox_->commands.empty() || inbox_->stopping; });
     return;
   }
-  const EngineClock::time_point now = EngineClock::now();
-  for (const ScheduledSeq& s : out.seqs) {
-    auto it = live_.find(s.id);
+  for (SeqId id : st.scheduled_ids) {
+    auto it = live_.find(id);
     if (it != live_.end() && it->second.first_scheduled_time == EngineClock::time_point{}) {
-      it->second.first_scheduled_time = now;
+      it->second.first_scheduled_time = st.scheduled_time;
     }
   }
-  StatusOr<ModelOutput> model = runner_->execute(out, *scheduler_, *kv_);
-  if (!model.ok()) {
-    for (const ScheduledSeq& s : out.seqs) {
-      if (scheduler_->finish_request(s.id, FinishReason::kError)) {
-        finish_stream(s.id, FinishReason::kError, model.status().message());
-      }
+  for (const RequestOutput& r : st.outputs) {
+    if (r.finish_reason == FinishReason::kError) {
+      finish_stream(r.id, FinishReason::kError, r.error);
+    } else {
+      publish(r);
     }
-    scheduler_->update(out, ModelOutput{});
-  } else {
-    std::vector<RequestOutput> outputs = scheduler_->update(out, *model);
-    for (const RequestOutput& r : outputs) publish(r);
   }
-  if (options_.check_invariants) scheduler_->check_invariants();
   publish_stats();
 }
 
@@ -294,7 +266,7 @@ void Engine::publish(const RequestOutput& out) {
       }
       if (cut != std::string::npos) {
         live.text.resize(cut);
-        if (!out.finished()) scheduler_->finish_request(out.id, FinishReason::kStop);
+        if (!out.finished()) core_->finish_request(out.id, FinishReason::kStop);
         finish = FinishReason::kStop;
       }
       // Hold back what could still be the start of a stop string, unless finished.
@@ -332,8 +304,9 @@ void Engine::finish_stream(SeqId id, FinishReason reason, const std::string& err
 
 void Engine::publish_stats() {
   EngineStats s;
-  const SchedulerStats ss = scheduler_->stats();
-  const KvCacheManagerStats ks = kv_->stats();
+  const SchedulerStats ss = core_->scheduler().stats();
+  const KvCacheManager& kv = core_->kv_manager();
+  const KvCacheManagerStats ks = kv.stats();
   s.num_running = ss.num_running;
   s.num_waiting = ss.num_waiting;
   s.num_steps = ss.num_steps;
@@ -347,9 +320,9 @@ void Engine::publish_stats() {
   s.prefix_hits_tokens = ks.prefix_hits_tokens;
   s.num_prompt_tokens_total = num_prompt_tokens_total_;
   s.num_generated_tokens_total = num_generated_tokens_total_;
-  s.num_sequences_in_cache = kv_->num_sequences();
+  s.num_sequences_in_cache = kv.num_sequences();
   s.kv = ks;
-  s.memory = kv_->memory_stats(kv_cache_->spec);
+  s.memory = core_->memory_stats();
   s.clipped_values_total = kv_cache_->storage->quant_stats().total_clipped();
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_ = s;

@@ -20,8 +20,8 @@
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_stats.h"
 #include "model/llama.h"
+#include "runtime/engine_core.h"
 #include "runtime/kv_cache_config.h"
-#include "runtime/model_runner.h"
 #include "runtime/request.h"
 #include "runtime/scheduler.h"
 #include "tokenizer/tokenizer.h"
@@ -134,9 +134,9 @@ class RequestStream {
   bool done_ = false;
 };
 
-// Owns the Scheduler, the KvCacheManager (over the KvStorage's blocks; the PagedKvCache's own
-// BlockPool is not used) and the ModelRunner, all touched by the engine thread only. The
-// model, the PagedKvCache, the pool and the tokenizer are borrowed and must outlive it.
+// Owns an EngineCore (scheduler, KV cache manager, model runner), touched by the engine thread
+// only, plus the per-request output state (detokenizer, stop strings). The model, the
+// PagedKvCache, the pool and the tokenizer are borrowed and must outlive it.
 // submit(), abort(), stats() and wait_until_idle() are thread-safe.
 // Invariant: once idle, the KvCacheManager holds no sequence (every block free or cached).
 class Engine {
@@ -147,14 +147,15 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // InvalidArgument for what the scheduler would refuse (empty prompt, max_tokens < 1, bad
-  // sampling parameters, a token out of the vocabulary, prompt >= max_model_len).
+  // InvalidArgument for what the engine core would refuse (EngineCore::ValidateInput: empty
+  // prompt, max_tokens < 1, bad sampling parameters, a token out of the vocabulary, prompt >=
+  // max_model_len) and for prompt logits, which streams do not carry.
   StatusOr<std::unique_ptr<RequestStream>> submit(RequestInput input);
   void abort(SeqId id);
   EngineStats stats() const;
   // Blocks until every submitted request has finished; returns the stats then.
   EngineStats wait_until_idle();
-  const SchedulerConfig& scheduler_config() const { return options_.scheduler; }
+  const SchedulerConfig& scheduler_config() const { return core_->scheduler_config(); }
 
  private:
   struct Live {  // engine-thread state of one request
@@ -166,21 +167,20 @@ class Engine {
     std::vector<std::string> stops;
     EngineClock::time_point first_scheduled_time{};  // epoch until first scheduled
   };
-  Engine(const EngineOptions& options, LlamaModel* model, PagedKvCache* kv, ThreadPool* pool);
+  Engine(const EngineOptions& options, PagedKvCache* kv, std::unique_ptr<EngineCore> core);
   void loop();
   void handle(engine_internal::Command& c);
   void step();
+  // An engine that stopped with requests left ends them with kAbort.
+  void abort_all(const std::string& why);
   // Publishes a scheduler RequestOutput (text, stop strings); may finish the request.
   void publish(const RequestOutput& out);
   void finish_stream(SeqId id, FinishReason reason, const std::string& error);
   void publish_stats();
 
   EngineOptions options_;
-  LlamaModel* model_;
   PagedKvCache* kv_cache_;
-  std::unique_ptr<KvCacheManager> kv_;
-  std::unique_ptr<Scheduler> scheduler_;
-  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<EngineCore> core_;
   std::unordered_map<SeqId, Live> live_;
   int64_t num_prompt_tokens_total_ = 0;
   int64_t num_generated_tokens_total_ = 0;

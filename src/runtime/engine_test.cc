@@ -47,7 +47,6 @@ PagedKvCache MakeCache(int64_t num_blocks = 32) {
   cache.spec = Get().model->kv_spec(DType::kF32, 16);
   cache.max_model_len = kMaxModelLen;
   cache.storage = std::move(KvStorage::Create(cache.spec, num_blocks)).value();
-  cache.blocks = std::make_unique<BlockPool>(num_blocks);
   return cache;
 }
 

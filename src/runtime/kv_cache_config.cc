@@ -126,7 +126,6 @@ StatusOr<PagedKvCache> CreatePagedKvCache(LlamaModel& model, const Tokenizer* to
                       ForwardWorkspaceBytes(mc, step_rows), AvailableMemoryBytes()));
   cache.budget_source = budget.source;
   KV_ASSIGN_OR_RETURN(cache.storage, KvStorage::Create(cache.spec, budget.num_blocks));
-  cache.blocks = std::make_unique<BlockPool>(budget.num_blocks);
 
   const bool fp8 = dtype == DType::kFp8E4M3 || dtype == DType::kFp8E5M2;
   if (fp8 || dtype == DType::kI8) {

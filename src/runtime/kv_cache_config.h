@@ -9,7 +9,6 @@
 
 #include "base/status.h"
 #include "base/thread_pool.h"
-#include "kv/block_pool.h"
 #include "kv/kv_spec.h"
 #include "kv/kv_storage.h"
 #include "model/llama.h"
@@ -32,15 +31,16 @@ struct KvCacheConfig {
   std::string calibration_file;       // --kv-calibration-file (fp8); empty: built-in text
 };
 
-// The engine's paged KV cache: geometry, pages and block ids. Owns both. Engine thread only.
+// The engine's paged KV cache: geometry and pages. Owns the pages, not the block ids: those
+// belong to the KvCacheManager of the one EngineCore (runtime/engine_core.h) that runs
+// sequences on it. Engine thread only.
 struct PagedKvCache {
   KvCacheSpec spec;
   int64_t max_model_len = 0;
   std::unique_ptr<KvStorage> storage;
-  std::unique_ptr<BlockPool> blocks;
   std::string budget_source;  // how the budget was chosen, for the banner
 
-  int64_t num_blocks() const { return blocks->num_blocks(); }
+  int64_t num_blocks() const { return storage->num_blocks(); }
   int64_t capacity_tokens() const { return num_blocks() * spec.block_size; }
   // Start-up banner lines: dtype, scales and their provenance, capacity in tokens, blocks and
   // bytes, and the budget's source.

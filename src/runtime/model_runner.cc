@@ -19,8 +19,17 @@ StatusOr<ModelOutput> ModelRunner::execute(const SchedulerOutput& out, const Sch
   ModelOutput result;
   if (out.seqs.empty()) return result;
 
+  // Logits rows in order: per sequence its prompt-logits rows, then its sampling row.
+  struct Rows {
+    const ScheduledSeq* seq;
+    int64_t first_row = 0;
+    int64_t prompt_first_position = 0;
+    int64_t num_prompt_rows = 0;
+  };
   ForwardBatch batch;
-  std::vector<const ScheduledSeq*> sampling;  // in logits row order
+  std::vector<Rows> rows;
+  rows.reserve(out.seqs.size());
+  int64_t num_rows = 0;
   for (const ScheduledSeq& s : out.seqs) {
     const Request* r = scheduler.request(s.id);
     KV_CHECK(r != nullptr) << "scheduled request " << s.id << " is unknown";
@@ -28,26 +37,46 @@ StatusOr<ModelOutput> ModelRunner::execute(const SchedulerOutput& out, const Sch
     KV_CHECK(s.num_computed_tokens + s.num_new_tokens <= r->num_tokens());
     batch.AddSequence(tokens.data() + s.num_computed_tokens, s.num_new_tokens,
                       s.num_computed_tokens, kv.block_table(s.id));
-    if (s.samples) {
-      sampling.push_back(&s);
-    } else {
-      batch.logits_indices.pop_back();  // a prefill chunk that does not reach the end
+    batch.logits_indices.pop_back();  // AddSequence wants the last row; chosen below
+    const int64_t first_batch_row = batch.num_tokens() - s.num_new_tokens;
+    Rows rs{&s, num_rows};
+    if (r->input().prompt_logits_start >= 0) {
+      // Positions [lo, hi) of this chunk whose rows predict a prompt token.
+      const int64_t lo = std::max(s.num_computed_tokens, r->prompt_logits_next());
+      const int64_t hi =
+          std::min(s.num_computed_tokens + s.num_new_tokens, r->num_prompt_tokens() - 1);
+      for (int64_t p = lo; p < hi; ++p) {
+        batch.logits_indices.push_back(first_batch_row + (p - s.num_computed_tokens));
+      }
+      rs.prompt_first_position = lo;
+      rs.num_prompt_rows = std::max<int64_t>(0, hi - lo);
     }
+    if (s.samples) batch.logits_indices.push_back(batch.num_tokens() - 1);
+    num_rows = batch.num_logits();
+    if (num_rows > rs.first_row) rows.push_back(rs);
   }
 
   const int64_t vocab = model_->config().vocab_size;
-  // At least one row, so that data() is valid when no sequence samples (all prefill chunks).
+  // At least one row, so that data() is valid when no sequence wants logits.
   logits_.resize(static_cast<size_t>(std::max<int64_t>(1, batch.num_logits()) * vocab));
   KV_RETURN_IF_ERROR(model_->Forward(batch, storage_, pool_, logits_.data()));
 
-  for (size_t i = 0; i < sampling.size(); ++i) {
-    const ScheduledSeq& s = *sampling[i];
+  for (const Rows& rs : rows) {
+    const ScheduledSeq& s = *rs.seq;
     const Request* r = scheduler.request(s.id);
+    if (rs.num_prompt_rows > 0) {
+      PromptLogits& pl = result.prompt_logits[s.id];
+      pl.first_position = rs.prompt_first_position;
+      pl.num_rows = rs.num_prompt_rows;
+      const float* first = logits_.data() + rs.first_row * vocab;
+      pl.rows.assign(first, first + rs.num_prompt_rows * vocab);
+    }
+    if (!s.samples) continue;
     auto it = samplers_.find(s.id);
     if (it == samplers_.end()) {
       it = samplers_.emplace(s.id, std::make_unique<Sampler>(r->input().sampling)).first;
     }
-    float* row = logits_.data() + static_cast<int64_t>(i) * vocab;
+    float* row = logits_.data() + (rs.first_row + rs.num_prompt_rows) * vocab;
     const int32_t num_logprobs = r->input().logprobs;
     if (num_logprobs >= 0) raw_row_.assign(row, row + vocab);  // Sample() changes the row
     const TokenId token = it->second->Sample(row, vocab, r->prompt_ids(), r->output_ids());

@@ -25,9 +25,13 @@ const char* FinishReasonName(FinishReason reason);
 
 // What a client asks for. Plain value type.
 struct RequestInput {
-  std::vector<TokenId> prompt_ids;  // not empty, fewer than max_model_len tokens
+  std::vector<TokenId> prompt_ids;  // not empty, fewer than max_model_len tokens (at most
+                                    // max_model_len for a scoring request, max_tokens == 0)
   SamplingParams sampling;
-  int64_t max_tokens = 16;          // output tokens (>= 1); clipped at max_model_len
+  // Output tokens (>= 1; clipped at max_model_len). 0 only with prompt_logits_start >= 0: a
+  // scoring request, which computes its prompt, returns its logits and ends (kLength) without
+  // sampling (the OpenAI completions API's echo with max_tokens 0).
+  int64_t max_tokens = 16;
   std::vector<TokenId> stop_token_ids;
   // Stop strings need text, so the scheduler does not check them: the engine's output
   // processing does and then calls Scheduler::finish_request(id, FinishReason::kStop).
@@ -38,11 +42,20 @@ struct RequestInput {
   // Log-probabilities returned with each output token: -1 none; 0 the sampled token's only;
   // k in 1..kMaxLogprobs also the k most likely tokens.
   int32_t logprobs = -1;
+  // >= 0: return the logits rows of prompt positions [prompt_logits_start, num_prompt - 1),
+  // row p being the model's distribution of prompt token p + 1 (perplexity, scoring), in the
+  // RequestOutputs of the steps that compute them. Such a request reads nothing from the
+  // prefix cache (a cached position has no logits), as vLLM does for prompt_logprobs.
+  // -1: none.
+  int64_t prompt_logits_start = -1;
+
+  bool is_scoring() const { return max_tokens == 0 && prompt_logits_start >= 0; }
 };
 
-// One request: its input (immutable after creation) and its progress. Only the Scheduler
-// changes a Request (it owns them all; the engine and model runner read them through
-// Scheduler::request()). Engine thread only.
+// One request: its input (immutable after creation) and its progress. The Scheduler owns
+// every Request and is the only caller of the mutators below (the engine and model runner
+// read requests through Scheduler::request()); each mutator is one state transition and
+// KV_CHECKs that it is legal. Engine thread only.
 // Invariants: all_token_ids() == prompt_ids() followed by output_ids();
 // num_cached_tokens <= num_computed_tokens <= num_tokens(); the tokens to compute next are
 // num_tokens() - num_computed_tokens (there is no prefill/decode flag: a prefill chunk and a
@@ -50,7 +63,8 @@ struct RequestInput {
 // and no KV blocks.
 class Request {
  public:
-  Request(SeqId id, RequestInput input, int64_t arrival_seq);
+  // `cache_namespace`: the prefix-cache namespace (model namespace plus cache salt).
+  Request(SeqId id, RequestInput input, int64_t arrival_seq, std::string cache_namespace);
   Request(const Request&) = delete;
   Request& operator=(const Request&) = delete;
 
@@ -81,24 +95,39 @@ class Request {
   // Order of arrival in its scheduler (FCFS key, priority tie-break).
   int64_t arrival_seq() const { return arrival_seq_; }
   std::chrono::steady_clock::time_point arrival_time() const { return arrival_time_; }
-  // Prefix-cache namespace: model namespace plus cache salt (set by the scheduler).
   const std::string& cache_namespace() const { return cache_namespace_; }
+  // First prompt position whose logits row has not been returned yet (with
+  // input().prompt_logits_start >= 0; a recompute after preemption does not return rows twice).
+  int64_t prompt_logits_next() const { return prompt_logits_next_; }
 
   bool is_finished() const { return status_ == RequestStatus::kFinished; }
 
+  // Namespaced hashes of the first num_blocks full blocks of all_token_ids() (PrefixBlockKey,
+  // kv/radix_cache.h): hashes[i] identifies the namespace and tokens [0, (i + 1) * block_size).
+  // Each is computed once: tokens are only appended, so the chain only extends.
+  const std::vector<uint64_t>& block_hashes(int64_t num_blocks, int64_t block_size);
+
+  // --- State transitions (the Scheduler's) ---
+  // Waiting or preempted -> running with the first num_cached_tokens served from the cache.
+  void start_running(int64_t num_cached_tokens);
+  // Running -> preempted: the KV is gone (recomputed later); the output is kept.
+  void preempt();
+  // A step computed num_new_tokens more tokens (running only).
+  void advance_computed(int64_t num_new_tokens);
+  // Prompt logits rows up to position `position` (exclusive) were returned.
+  void advance_prompt_logits(int64_t position);
+  void append_output_token(TokenId token);
+  // The EOS or stop token that is finishing the request.
+  void set_stop_token(TokenId token);
+  // Any state -> finished (its blocks must already be freed).
+  void finish(FinishReason reason);
+
  private:
-  friend class Scheduler;
-
-  void append_output_token(TokenId token) {
-    output_ids_.push_back(token);
-    all_token_ids_.push_back(token);
-  }
-
   const SeqId id_;
   const RequestInput input_;
   const int64_t arrival_seq_;
   const std::chrono::steady_clock::time_point arrival_time_;
-  std::string cache_namespace_;
+  const std::string cache_namespace_;
   std::vector<TokenId> output_ids_;
   std::vector<TokenId> all_token_ids_;
   int64_t num_computed_tokens_ = 0;
@@ -108,9 +137,10 @@ class Request {
   FinishReason finish_reason_ = FinishReason::kNone;
   TokenId stop_token_id_ = kNoToken;
   int64_t num_preemptions_ = 0;
-  // The scheduler's memo of full-block prefix hashes (Scheduler::block_hashes):
-  // tokens are only ever appended, so the hash chain only extends.
+  int64_t prompt_logits_next_ = 0;
+  // Memo of block_hashes(): the namespaced keys, and the namespace-free chain they extend.
   std::vector<uint64_t> block_hashes_;
+  uint64_t block_chain_ = 0;
 };
 
 }  // namespace kvserve

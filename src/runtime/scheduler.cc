@@ -7,7 +7,6 @@
 #include <unordered_set>
 #include <utility>
 
-#include "base/hash.h"
 #include "base/check.h"
 
 namespace kvserve {
@@ -78,45 +77,43 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerConfig& co
 Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager* kv)
     : config_(config), kv_(kv) {}
 
-// hashes[i] identifies (namespace, tokens[0, (i + 1) * block_size)): a chain over the tokens.
-const std::vector<uint64_t>& Scheduler::block_hashes(Request* r, int64_t num_blocks) const {
-  std::vector<uint64_t>& hashes = r->block_hashes_;
-  const int64_t block_size = kv_->block_size();
-  KV_CHECK_LE(num_blocks * block_size, r->num_tokens());
-  uint64_t h = hashes.empty() ? SplitMix64(std::hash<std::string>{}(r->cache_namespace()))
-                              : hashes.back();
-  const std::vector<TokenId>& tokens = r->all_token_ids();
-  for (auto b = static_cast<int64_t>(hashes.size()); b < num_blocks; ++b) {
-    for (int64_t i = b * block_size; i < (b + 1) * block_size; ++i) {
-      h = SplitMix64(h ^ static_cast<uint32_t>(tokens[static_cast<size_t>(i)]));
-    }
-    hashes.push_back(h);
-  }
-  return hashes;
-}
-
-Status Scheduler::add_request(SeqId id, RequestInput input) {
-  if (requests_.count(id) != 0) {
-    return InvalidArgumentError("request id " + Num(id) + " is already in use");
-  }
+Status Scheduler::ValidateInput(const RequestInput& input) const {
   const int64_t prompt_len = static_cast<int64_t>(input.prompt_ids.size());
   if (prompt_len == 0) return InvalidArgumentError("the prompt is empty");
-  if (prompt_len >= config_.max_model_len) {
+  if (input.max_tokens < 0 || (input.max_tokens == 0 && input.prompt_logits_start < 0)) {
+    return InvalidArgumentError("max_tokens must be >= 1, got " + Num(input.max_tokens));
+  }
+  if (input.is_scoring()) {
+    if (prompt_len > config_.max_model_len) {
+      return InvalidArgumentError(
+          "the prompt (" + Num(prompt_len) + " tokens) is longer than the model's maximum "
+          "context length (--max-model-len " + Num(config_.max_model_len) + ")");
+    }
+  } else if (prompt_len >= config_.max_model_len) {
     return InvalidArgumentError(
         "the prompt (" + Num(prompt_len) + " tokens) plus at least one output token is longer "
         "than the model's maximum context length (--max-model-len " +
         Num(config_.max_model_len) + "). Shorten the prompt");
   }
-  if (input.max_tokens < 1) {
-    return InvalidArgumentError("max_tokens must be >= 1, got " + Num(input.max_tokens));
+  if (input.prompt_logits_start < -1 || input.prompt_logits_start >= prompt_len) {
+    return InvalidArgumentError("prompt_logits_start must be -1 or a prompt position (0 .. " +
+                                Num(prompt_len - 1) + "), got " + Num(input.prompt_logits_start));
   }
   KV_RETURN_IF_ERROR(input.sampling.Validate());
   if (input.logprobs < -1 || input.logprobs > kMaxLogprobs) {
     return InvalidArgumentError("logprobs must be between 0 and " + Num(kMaxLogprobs) + ", got " +
                                 Num(input.logprobs));
   }
-  auto r = std::make_unique<Request>(id, std::move(input), next_arrival_seq_++);
-  r->cache_namespace_ = CacheNamespace(config_.model_namespace, r->input().cache_salt);
+  return OkStatus();
+}
+
+Status Scheduler::add_request(SeqId id, RequestInput input) {
+  if (requests_.count(id) != 0) {
+    return InvalidArgumentError("request id " + Num(id) + " is already in use");
+  }
+  KV_RETURN_IF_ERROR(ValidateInput(input));
+  std::string ns = CacheNamespace(config_.model_namespace, input.cache_salt);
+  auto r = std::make_unique<Request>(id, std::move(input), next_arrival_seq_++, std::move(ns));
   insert_waiting(r.get());
   requests_.emplace(id, std::move(r));
   return OkStatus();
@@ -147,6 +144,10 @@ Request* Scheduler::choose_victim() const {
   return victim;
 }
 
+int64_t Scheduler::max_cached_tokens(const Request& r) const {
+  return r.input().prompt_logits_start >= 0 ? r.input().prompt_logits_start : INT64_MAX;
+}
+
 int64_t Scheduler::num_new_tokens(const Request& r, int64_t num_computed_tokens,
                                   int64_t budget_tokens) const {
   int64_t n = r.num_tokens() - num_computed_tokens;
@@ -161,7 +162,7 @@ int64_t Scheduler::num_new_tokens(const Request& r, int64_t num_computed_tokens,
 }
 
 void Scheduler::preempt(Request* victim, SchedulerOutput* out, int64_t* budget_tokens) {
-  KV_CHECK(victim->status_ == RequestStatus::kRunning);
+  KV_CHECK(victim->status() == RequestStatus::kRunning);
   kv_->free(victim->id());
   running_.erase(std::find(running_.begin(), running_.end(), victim));
   auto scheduled = std::find_if(out->seqs.begin(), out->seqs.end(),
@@ -171,10 +172,7 @@ void Scheduler::preempt(Request* victim, SchedulerOutput* out, int64_t* budget_t
     out->num_scheduled_tokens -= scheduled->num_new_tokens;
     out->seqs.erase(scheduled);
   }
-  victim->status_ = RequestStatus::kPreempted;
-  victim->num_computed_tokens_ = 0;
-  victim->num_cached_tokens_ = 0;
-  ++victim->num_preemptions_;
+  victim->preempt();
   ++num_preemptions_total_;
   out->preempted_ids.push_back(victim->id());
   insert_waiting(victim);
@@ -200,7 +198,7 @@ SchedulerOutput Scheduler::schedule() {
   bool preempted_any = false;
   for (Request* r : order) {
     if (budget_tokens == 0) break;
-    if (r->status_ != RequestStatus::kRunning) continue;  // preempted earlier in this step
+    if (r->status() != RequestStatus::kRunning) continue;  // preempted earlier in this step
     const int64_t start = r->num_computed_tokens();
     const int64_t n = num_new_tokens(*r, start, budget_tokens);
     if (n == 0) continue;
@@ -216,7 +214,7 @@ SchedulerOutput Scheduler::schedule() {
       if (victim == r) break;
     }
     if (!allocated) continue;
-    out.seqs.push_back({r->id(), start, n, start + n == r->num_tokens()});
+    out.seqs.push_back({r->id(), start, n, samples(*r, start + n)});
     out.num_scheduled_tokens += n;
     budget_tokens -= n;
   }
@@ -234,7 +232,7 @@ SchedulerOutput Scheduler::schedule() {
   auto add_pending = [&](Request* r, int64_t num_computed) {
     if (num_computed >= r->num_prompt_tokens()) return;  // prefill done: blocks committed
     const int64_t full = r->num_prompt_tokens() / block_size;
-    const std::vector<uint64_t>& hashes = block_hashes(r, full);
+    const std::vector<uint64_t>& hashes = r->block_hashes(full, block_size);
     for (int64_t b = num_computed / block_size; b < full; ++b) {
       pending.insert(hashes[static_cast<size_t>(b)]);
     }
@@ -246,7 +244,8 @@ SchedulerOutput Scheduler::schedule() {
   while (!preempted_any && next < waiting_.size() && budget_tokens > 0 &&
          num_running() < config_.max_num_seqs) {
     Request* r = waiting_[next];
-    const PrefixMatch match = kv_->match(r->cache_namespace(), r->all_token_ids());
+    const PrefixMatch match =
+        kv_->match(r->cache_namespace(), r->all_token_ids(), max_cached_tokens(*r));
     KV_CHECK(match.num_cached_tokens >= 0 && match.num_cached_tokens < r->num_tokens())
         << "prefix match of " << match.num_cached_tokens << " tokens for " << r->num_tokens();
     const int64_t start = match.num_cached_tokens;
@@ -254,7 +253,7 @@ SchedulerOutput Scheduler::schedule() {
       const int64_t first_uncached = start / block_size;
       // Only a block the request could reuse: full, and not holding its last token.
       if ((first_uncached + 1) * block_size < r->num_tokens()) {
-        const std::vector<uint64_t>& hashes = block_hashes(r, first_uncached + 1);
+        const std::vector<uint64_t>& hashes = r->block_hashes(first_uncached + 1, block_size);
         if (pending.count(hashes[static_cast<size_t>(first_uncached)]) != 0) {
           ++num_prefix_deferrals_total_;
           ++next;
@@ -270,14 +269,9 @@ SchedulerOutput Scheduler::schedule() {
     KV_CHECK(kv_->allocate_slots(r->id(), start + n))
         << "can_start promised room for request " << r->id();
     waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(next));
-    if (r->status_ == RequestStatus::kWaiting) {
-      r->num_cached_prompt_tokens_ = std::min(match.num_cached_tokens, r->num_prompt_tokens());
-    }
-    r->status_ = RequestStatus::kRunning;
-    r->num_computed_tokens_ = start;
-    r->num_cached_tokens_ = start;
+    r->start_running(start);
     running_.push_back(r);
-    out.seqs.push_back({r->id(), start, n, start + n == r->num_tokens()});
+    out.seqs.push_back({r->id(), start, n, samples(*r, start + n)});
     out.num_scheduled_tokens += n;
     budget_tokens -= n;
     if (defer) add_pending(r, start);
@@ -296,11 +290,11 @@ SchedulerOutput Scheduler::schedule() {
 
 FinishReason Scheduler::check_stop(Request* r, TokenId token) const {
   if (!r->input().ignore_eos && Contains(config_.eos_token_ids, token)) {
-    r->stop_token_id_ = token;
+    r->set_stop_token(token);
     return FinishReason::kStop;
   }
   if (Contains(r->input().stop_token_ids, token)) {
-    r->stop_token_id_ = token;
+    r->set_stop_token(token);
     return FinishReason::kStop;
   }
   if (r->num_output_tokens() >= r->input().max_tokens || r->num_tokens() >= config_.max_model_len) {
@@ -321,27 +315,39 @@ std::vector<RequestOutput> Scheduler::update(const SchedulerOutput& output,
     auto it = requests_.find(s.id);
     if (it == requests_.end()) continue;  // finished or aborted while the step ran
     Request* r = it->second.get();
-    KV_CHECK(r->status_ == RequestStatus::kRunning) << "request " << s.id;
-    KV_CHECK_EQ(r->num_computed_tokens_, s.num_computed_tokens) << "request " << s.id;
-    r->num_computed_tokens_ += s.num_new_tokens;
-    KV_CHECK_LE(r->num_computed_tokens_, r->num_tokens());
-    kv_->commit(r->id(), r->all_token_ids(), r->num_computed_tokens_);
-    if (!s.samples) continue;
-    auto sampled = model.sampled.find(s.id);
-    KV_CHECK(sampled != model.sampled.end()) << "no sampled token for request " << s.id;
-    const TokenId token = sampled->second;
-    r->append_output_token(token);
+    KV_CHECK(r->status() == RequestStatus::kRunning) << "request " << s.id;
+    KV_CHECK_EQ(r->num_computed_tokens(), s.num_computed_tokens) << "request " << s.id;
+    r->advance_computed(s.num_new_tokens);
+    kv_->commit(r->id(), r->all_token_ids(), r->num_computed_tokens());
     RequestOutput result;
     result.id = r->id();
-    result.new_token_ids.push_back(token);
-    if (auto lp = model.logprobs.find(s.id); lp != model.logprobs.end()) {
-      result.logprobs.push_back(lp->second);
-    }
     result.num_cached_prompt_tokens = r->num_cached_prompt_tokens();
-    const FinishReason reason = check_stop(r, token);
+    if (auto pl = model.prompt_logits.find(s.id); pl != model.prompt_logits.end()) {
+      KV_CHECK_EQ(pl->second.first_position, r->prompt_logits_next()) << "request " << s.id;
+      r->advance_prompt_logits(pl->second.first_position + pl->second.num_rows);
+      result.prompt_logits = std::move(pl->second);
+    }
+    FinishReason reason = FinishReason::kNone;
+    if (s.samples) {
+      auto sampled = model.sampled.find(s.id);
+      KV_CHECK(sampled != model.sampled.end()) << "no sampled token for request " << s.id;
+      const TokenId token = sampled->second;
+      r->append_output_token(token);
+      result.new_token_ids.push_back(token);
+      if (auto lp = model.logprobs.find(s.id); lp != model.logprobs.end()) {
+        result.logprobs.push_back(lp->second);
+      }
+      reason = check_stop(r, token);
+    } else if (r->input().is_scoring() && r->num_computed_tokens() == r->num_tokens()) {
+      reason = FinishReason::kLength;  // the prompt is scored: nothing to sample
+    } else if (result.prompt_logits.num_rows == 0) {
+      continue;  // a prefill chunk: nothing to report
+    }
     if (reason != FinishReason::kNone) {
       result.finish_reason = reason;
       result.stop_token_id = r->stop_token_id();
+      result.num_kv_tokens = r->num_computed_tokens();
+      result.num_kv_blocks = kv_->block_table(r->id()).num_blocks();
       remove(r, reason);  // deletes r
     }
     results.push_back(std::move(result));
@@ -358,7 +364,7 @@ bool Scheduler::finish_request(SeqId id, FinishReason reason) {
 }
 
 void Scheduler::remove(Request* r, FinishReason reason) {
-  if (r->status_ == RequestStatus::kRunning) {
+  if (r->status() == RequestStatus::kRunning) {
     kv_->free(r->id());
     running_.erase(std::find(running_.begin(), running_.end(), r));
   } else {
@@ -366,8 +372,7 @@ void Scheduler::remove(Request* r, FinishReason reason) {
     KV_CHECK(it != waiting_.end()) << "request " << r->id() << " in no queue";
     waiting_.erase(it);
   }
-  r->status_ = RequestStatus::kFinished;
-  r->finish_reason_ = reason;
+  r->finish(reason);
   finished_since_schedule_.push_back(r->id());
   requests_.erase(r->id());
 }
@@ -405,8 +410,13 @@ void Scheduler::check_invariants() const {
                         r->all_token_ids().begin()));
     KV_CHECK(std::equal(r->output_ids().begin(), r->output_ids().end(),
                         r->all_token_ids().begin() + r->num_prompt_tokens()));
-    KV_CHECK_LT(r->num_tokens(), config_.max_model_len) << "request " << r->id();
-    KV_CHECK_LT(r->num_output_tokens(), r->input().max_tokens) << "request " << r->id();
+    if (r->input().is_scoring()) {
+      KV_CHECK_LE(r->num_tokens(), config_.max_model_len) << "request " << r->id();
+      KV_CHECK_EQ(r->num_output_tokens(), 0) << "request " << r->id();
+    } else {
+      KV_CHECK_LT(r->num_tokens(), config_.max_model_len) << "request " << r->id();
+      KV_CHECK_LT(r->num_output_tokens(), r->input().max_tokens) << "request " << r->id();
+    }
     KV_CHECK(0 <= r->num_cached_tokens() && r->num_cached_tokens() <= r->num_computed_tokens())
         << "request " << r->id();
     KV_CHECK_LE(r->num_computed_tokens(), r->num_tokens()) << "request " << r->id();

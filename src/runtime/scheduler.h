@@ -53,7 +53,8 @@ struct ScheduledSeq {
   SeqId id = 0;
   int64_t num_computed_tokens = 0;  // first position to compute (KV before it is cached)
   int64_t num_new_tokens = 0;       // >= 1
-  bool samples = false;             // reaches the end of its known tokens: sample one token
+  // Reaches the end of its known tokens: sample one token (never for a scoring request).
+  bool samples = false;
 };
 
 struct SchedulerOutput {
@@ -65,11 +66,20 @@ struct SchedulerOutput {
                                       // (the runner may drop per-request state)
 };
 
+// Logits rows of consecutive prompt positions (RequestInput::prompt_logits_start).
+struct PromptLogits {
+  int64_t first_position = 0;  // the row of position p predicts prompt token p + 1
+  int64_t num_rows = 0;
+  std::vector<float> rows;     // [num_rows, vocab_size]
+};
+
 // What the model runner produced for a step: one sampled token per sequence that sampled.
 struct ModelOutput {
   std::unordered_map<SeqId, TokenId> sampled;
   // For the sequences that sampled and asked for logprobs (RequestInput::logprobs >= 0).
   std::unordered_map<SeqId, SampledLogprobs> logprobs;
+  // For the sequences that asked for prompt logits and computed some of those positions.
+  std::unordered_map<SeqId, PromptLogits> prompt_logits;
 };
 
 // What a step did to one request, for the engine to publish (stream tokens, end streams).
@@ -77,9 +87,15 @@ struct RequestOutput {
   SeqId id = 0;
   std::vector<TokenId> new_token_ids;  // the token sampled in this step
   std::vector<SampledLogprobs> logprobs;  // one per new token when the request asked for them
+  PromptLogits prompt_logits;          // rows computed in this step (num_rows 0: none)
   FinishReason finish_reason = FinishReason::kNone;  // kNone: still running
+  std::string error;                   // with kError: what failed
   TokenId stop_token_id = kNoToken;    // the EOS / stop token that finished it (kept in output)
   int64_t num_cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
+  // When finished by update(): the sequence's KV footprint just before its blocks returned
+  // (tokens holding KV, blocks of its table).
+  int64_t num_kv_tokens = 0;
+  int64_t num_kv_blocks = 0;
   bool finished() const { return finish_reason != FinishReason::kNone; }
 };
 
@@ -134,12 +150,17 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // Queues a request. InvalidArgument (nothing queued) for a duplicate id, an empty prompt,
-  // max_tokens < 1, invalid sampling parameters, or a prompt that leaves no room for one
-  // output token within max_model_len (prompt_len >= max_model_len; never truncated).
-  // max_tokens beyond max_model_len - prompt_len is clipped: the request ends with kLength at
-  // max_model_len tokens.
+  // Queues a request. InvalidArgument (nothing queued) for a duplicate id or what
+  // ValidateInput() refuses. max_tokens beyond max_model_len - prompt_len is clipped: the
+  // request ends with kLength at max_model_len tokens. A scoring request (max_tokens 0) ends
+  // with kLength once its prompt is computed.
   Status add_request(SeqId id, RequestInput input);
+  // What add_request() refuses: an empty prompt, max_tokens < 0 (or 0 without prompt logits),
+  // invalid sampling parameters or logprobs, prompt_logits_start outside the prompt, or a
+  // prompt that leaves no room for one output token within max_model_len (prompt_len >=
+  // max_model_len; at most max_model_len for a scoring request; never truncated). Reads only
+  // the config: safe from any thread while no one changes the scheduler's config.
+  Status ValidateInput(const RequestInput& input) const;
   // Ends a waiting or running request with `reason` (e.g. kStop for a stop string found by
   // the engine) and frees its blocks. False if the id is unknown (finished or never added).
   bool finish_request(SeqId id, FinishReason reason);
@@ -175,9 +196,14 @@ class Scheduler {
   // Preempts a running request; if it was already scheduled in `out`, takes it out again
   // and gives its tokens back to *budget_tokens.
   void preempt(Request* victim, SchedulerOutput* out, int64_t* budget_tokens);
-  // hashes[i] identifies r's namespace and all_token_ids()[0, (i + 1) * block_size), for
-  // i < num_blocks (full blocks); each is computed once and kept in the request.
-  const std::vector<uint64_t>& block_hashes(Request* r, int64_t num_blocks) const;
+  // Tokens of `r` the prefix cache may serve (a request wanting prompt logits recomputes the
+  // positions they come from).
+  int64_t max_cached_tokens(const Request& r) const;
+  // Whether a step that brings r to num_computed tokens samples: it reaches the end of its
+  // known tokens and r is not a scoring request.
+  bool samples(const Request& r, int64_t num_computed) const {
+    return num_computed == r.num_tokens() && !r.input().is_scoring();
+  }
   // Token-level stop conditions after appending `token`.
   FinishReason check_stop(Request* r, TokenId token) const;
   // Removes a request from its queue, frees its sequence and deletes it.

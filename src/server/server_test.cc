@@ -77,7 +77,6 @@ class ServerTest : public ::testing::Test {
     cache_.spec = m.model->kv_spec(DType::kF32, 16);
     cache_.max_model_len = 2048;
     cache_.storage = std::move(KvStorage::Create(cache_.spec, c.num_blocks)).value();
-    cache_.blocks = std::make_unique<BlockPool>(c.num_blocks);
     EngineOptions eo;
     eo.check_invariants = true;
     eo.tokenizer = m.tokenizer.get();

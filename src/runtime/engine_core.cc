@@ -1,0 +1,95 @@
+#include "runtime/engine_core.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "base/check.h"
+
+namespace kvserve {
+
+StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineCoreOptions& options,
+                                                         LlamaModel* model, PagedKvCache* kv,
+                                                         ThreadPool* pool) {
+  if (model == nullptr || kv == nullptr || kv->storage == nullptr) {
+    return InvalidArgumentError("EngineCore: no model or KV cache");
+  }
+  EngineCoreOptions o = options;
+  if (kv->max_model_len > 0) {
+    o.scheduler.max_model_len = std::min(o.scheduler.max_model_len, kv->max_model_len);
+  }
+  std::unique_ptr<EngineCore> core(new EngineCore(o, model, kv, pool));
+  KV_ASSIGN_OR_RETURN(core->scheduler_, Scheduler::Create(core->options_.scheduler,
+                                                          core->kv_.get()));
+  return core;
+}
+
+EngineCore::EngineCore(const EngineCoreOptions& options, LlamaModel* model, PagedKvCache* kv,
+                       ThreadPool* pool)
+    : options_(options), model_(model), kv_cache_(kv) {
+  KvCacheManagerOptions kvo;
+  kvo.num_blocks = kv->storage->num_blocks();
+  kvo.block_size = kv->spec.block_size;
+  kvo.enable_prefix_caching = options.enable_prefix_caching;
+  kv_ = std::make_unique<KvCacheManager>(kvo);
+  runner_ = std::make_unique<ModelRunner>(model, kv->storage.get(), pool);
+#ifndef NDEBUG
+  options_.check_invariants = true;
+#endif
+}
+
+Status EngineCore::ValidateInput(const RequestInput& input) const {
+  KV_RETURN_IF_ERROR(scheduler_->ValidateInput(input));
+  const int64_t vocab_size = model_->config().vocab_size;
+  for (TokenId t : input.prompt_ids) {
+    if (t < 0 || t >= vocab_size) {
+      return InvalidArgumentError("prompt token id " + std::to_string(t) +
+                                  " is outside the vocabulary (" + std::to_string(vocab_size) +
+                                  " tokens)");
+    }
+  }
+  return OkStatus();
+}
+
+Status EngineCore::add_request(SeqId id, RequestInput input) {
+  KV_RETURN_IF_ERROR(ValidateInput(input));
+  return scheduler_->add_request(id, std::move(input));
+}
+
+bool EngineCore::finish_request(SeqId id, FinishReason reason) {
+  return scheduler_->finish_request(id, reason);
+}
+
+EngineCoreStep EngineCore::step() {
+  EngineCoreStep result;
+  if (!scheduler_->has_unfinished()) return result;
+  const SchedulerOutput out = scheduler_->schedule();
+  result.scheduled_time = std::chrono::steady_clock::now();
+  result.num_scheduled_tokens = out.num_scheduled_tokens;
+  if (out.seqs.empty()) return result;
+  for (const ScheduledSeq& s : out.seqs) result.scheduled_ids.push_back(s.id);
+  StatusOr<ModelOutput> model = runner_->execute(out, *scheduler_, *kv_);
+  if (model.ok()) {
+    result.outputs = scheduler_->update(out, *model);
+  } else {
+    // The step's KV is unusable: every scheduled request ends with the error.
+    for (const ScheduledSeq& s : out.seqs) {
+      if (!scheduler_->finish_request(s.id, FinishReason::kError)) continue;
+      RequestOutput r;
+      r.id = s.id;
+      r.finish_reason = FinishReason::kError;
+      r.error = model.status().message();
+      result.outputs.push_back(std::move(r));
+    }
+    scheduler_->update(out, ModelOutput{});
+  }
+  if (options_.check_invariants) scheduler_->check_invariants();
+  return result;
+}
+
+KvMemoryStats EngineCore::finished_sequence_memory_stats(const RequestOutput& finished) const {
+  return SequenceKvMemoryStats(kv_cache_->spec, kv_->num_blocks(), finished.num_kv_blocks,
+                               finished.num_kv_tokens);
+}
+
+}  // namespace kvserve
