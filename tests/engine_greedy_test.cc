@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "base/thread_pool.h"
-#include "kv/block_pool.h"
 #include "kv/kv_storage.h"
 #include "model/llama.h"
 #include "model/model_loader.h"

@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "kv/block_pool.h"
 #include "kv/kv_storage.h"
 #include "model/synthetic.h"
 

@@ -19,7 +19,6 @@
 #include <thread>
 #include <vector>
 
-#include "kv/block_pool.h"
 #include "kv/kv_storage.h"
 #include "model/synthetic.h"
 
