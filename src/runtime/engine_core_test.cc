@@ -184,6 +184,47 @@ TEST(EngineCoreTest, ScoringRequestReturnsPromptLogitsLikeTheDensePath) {
   }
 }
 
+// A scoring request preempted by recompute mid-prompt returns every row exactly once, and
+// the rows still equal the dense path's.
+TEST(EngineCoreTest, PreemptedScoringRequestReturnsEachRowOnce) {
+  LlamaModel& model = Model();
+  const int64_t V = model.config().vocab_size;
+  const std::vector<TokenId> scored = SyntheticTokenIds(40, V);
+  std::vector<float> dense(static_cast<size_t>(40 * V));
+  auto dense_cache = model.NewCache(40);
+  ASSERT_TRUE(model.Forward(scored, dense_cache.get(), nullptr, dense.data(), true).ok());
+
+  PagedKvCache cache = MakeCache(4, 64);  // 64 tokens: both requests cannot grow at once
+  ThreadPool pool(1);
+  auto core = MakeCore(&cache, &pool, 8, /*prefix_caching=*/false);
+  ASSERT_TRUE(core->add_request(1, Greedy(SyntheticTokenIds(20, V / 2), 40)).ok());
+  RequestInput in;
+  in.prompt_ids = scored;
+  in.max_tokens = 0;
+  in.prompt_logits_start = 0;
+  ASSERT_TRUE(core->add_request(2, in).ok());
+  int64_t next = 0;
+  int64_t generated = 0;
+  while (core->has_unfinished()) {
+    for (const RequestOutput& o : core->step().outputs) {
+      if (o.id == 1) generated += static_cast<int64_t>(o.new_token_ids.size());
+      const PromptLogits& pl = o.prompt_logits;
+      if (o.id != 2 || pl.num_rows == 0) continue;
+      ASSERT_EQ(pl.first_position, next) << "a row returned twice or skipped";
+      for (int64_t r = 0; r < pl.num_rows; ++r) {
+        for (int64_t j = 0; j < V; ++j) {
+          ASSERT_NEAR(pl.rows[r * V + j], dense[(next + r) * V + j], 1e-3f);
+        }
+      }
+      next += pl.num_rows;
+    }
+  }
+  EXPECT_EQ(next, 39);
+  EXPECT_EQ(generated, 40);
+  EXPECT_GT(core->scheduler().stats().num_preemptions_total, 0) << "the case did not preempt";
+  EXPECT_EQ(core->kv_manager().stats().blocks_in_use, 0);
+}
+
 TEST(EngineCoreTest, ScoringRequestValidation) {
   PagedKvCache cache = MakeCache(8, 16);
   ThreadPool pool(1);
