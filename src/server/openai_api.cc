@@ -16,7 +16,7 @@ class Reader {
   const Json& at(const char* key) const { return body_.at(key); }
 
   Status fail(const std::string& param, const std::string& message) {
-    if (error_ != nullptr) *error_ = {param, message};
+    if (error_ != nullptr) *error_ = {param, message, ""};
     return InvalidArgumentError(message);
   }
 
@@ -181,7 +181,7 @@ Status ParseGenerationParams(const Json& body, Reader& r, bool chat, GenerationP
 
 Status CheckObject(const Json& body, ParamError* error) {
   if (!body.is_object()) {
-    if (error != nullptr) *error = {"", "the request body must be a JSON object"};
+    if (error != nullptr) *error = {"", "the request body must be a JSON object", ""};
     return InvalidArgumentError("the request body must be a JSON object");
   }
   return OkStatus();

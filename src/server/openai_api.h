@@ -23,10 +23,12 @@ using Json = nlohmann::ordered_json;
 std::string Dump(const Json& j);
 
 // A request parameter the client got wrong: a Status (InvalidArgument) whose message names it.
-// `param` is reported in the error object.
+// `param` (and `code`, e.g. "context_length_exceeded", where the OpenAI API has one) are
+// reported in the error object.
 struct ParamError {
   std::string param;
   std::string message;
+  std::string code;
 };
 
 // The sampling and stopping fields shared by /v1/completions and /v1/chat/completions.

@@ -330,6 +330,14 @@ void OpenAiServer::reply_error(httplib::Response& res, int status, const std::st
                   "application/json");
 }
 
+void OpenAiServer::reply_status(httplib::Response& res, const Status& status,
+                                const openai::ParamError& error) {
+  int http_status = 500;
+  if (status.code() == StatusCode::kInvalidArgument) http_status = 400;
+  if (status.code() == StatusCode::kUnavailable) http_status = 503;
+  reply_error(res, http_status, status.message(), error.param, error.code);
+}
+
 bool OpenAiServer::authorized(const httplib::Request& req, httplib::Response& res) {
   if (options_.api_key.empty()) return true;
   const std::string auth = req.get_header_value("Authorization");
