@@ -1,5 +1,6 @@
 #include "server/openai_api.h"
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -332,6 +333,12 @@ Json ErrorBody(int http_status, const std::string& message, const std::string& p
   if (!param.empty()) e["param"] = param;
   if (!code.empty()) e["code"] = code;
   return Json{{"error", e}};
+}
+
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 Json Usage(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {

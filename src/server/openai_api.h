@@ -74,6 +74,9 @@ struct ChatRequest {
 StatusOr<CompletionRequest> ParseCompletionRequest(const Json& body, ParamError* error);
 StatusOr<ChatRequest> ParseChatRequest(const Json& body, ParamError* error);
 
+// The "created" field of responses: seconds since the Unix epoch, now.
+int64_t UnixNow();
+
 // {"error": {"message", "type", "param", "code"}}. type is derived from the HTTP status:
 // 400 invalid_request_error, 401 authentication_error, 404 not_found_error, 503
 // service_unavailable, others server_error.
