@@ -1,5 +1,6 @@
 #include "server/openai_api.h"
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -16,7 +17,7 @@ class Reader {
   const Json& at(const char* key) const { return body_.at(key); }
 
   Status fail(const std::string& param, const std::string& message) {
-    if (error_ != nullptr) *error_ = {param, message};
+    if (error_ != nullptr) *error_ = {param, message, ""};
     return InvalidArgumentError(message);
   }
 
@@ -181,7 +182,7 @@ Status ParseGenerationParams(const Json& body, Reader& r, bool chat, GenerationP
 
 Status CheckObject(const Json& body, ParamError* error) {
   if (!body.is_object()) {
-    if (error != nullptr) *error = {"", "the request body must be a JSON object"};
+    if (error != nullptr) *error = {"", "the request body must be a JSON object", ""};
     return InvalidArgumentError("the request body must be a JSON object");
   }
   return OkStatus();
@@ -332,6 +333,12 @@ Json ErrorBody(int http_status, const std::string& message, const std::string& p
   if (!param.empty()) e["param"] = param;
   if (!code.empty()) e["code"] = code;
   return Json{{"error", e}};
+}
+
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 Json Usage(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {

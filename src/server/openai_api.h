@@ -23,10 +23,12 @@ using Json = nlohmann::ordered_json;
 std::string Dump(const Json& j);
 
 // A request parameter the client got wrong: a Status (InvalidArgument) whose message names it.
-// `param` is reported in the error object.
+// `param` (and `code`, e.g. "context_length_exceeded", where the OpenAI API has one) are
+// reported in the error object.
 struct ParamError {
   std::string param;
   std::string message;
+  std::string code;
 };
 
 // The sampling and stopping fields shared by /v1/completions and /v1/chat/completions.
@@ -71,6 +73,9 @@ struct ChatRequest {
 // OpenAI API ignores them; fields we cannot honour (e.g. best_of > n) are errors.
 StatusOr<CompletionRequest> ParseCompletionRequest(const Json& body, ParamError* error);
 StatusOr<ChatRequest> ParseChatRequest(const Json& body, ParamError* error);
+
+// The "created" field of responses: seconds since the Unix epoch, now.
+int64_t UnixNow();
 
 // {"error": {"message", "type", "param", "code"}}. type is derived from the HTTP status:
 // 400 invalid_request_error, 401 authentication_error, 404 not_found_error, 503

@@ -22,6 +22,7 @@
 #include "base/status.h"
 #include "kv/kv_storage.h"
 #include "runtime/engine.h"
+#include "server/generate_request.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
 #include "tokenizer/tokenizer.h"
@@ -44,10 +45,6 @@ struct KvCacheInfo {
   int64_t num_kv_heads = 0;
   KvScales scales;  // fp8 per-layer, per-head scales (empty otherwise)
 };
-
-// Renders a chat request's messages (and tools) into the prompt text, with the model's chat
-// template. Called from HTTP threads: must be thread-safe.
-using ChatRenderer = std::function<StatusOr<std::string>(const openai::ChatRequest&)>;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -98,7 +95,21 @@ class OpenAiServer {
   bool authorized(const httplib::Request& req, httplib::Response& res);
   void reply_error(httplib::Response& res, int status, const std::string& message,
                    const std::string& param = "", const std::string& code = "");
+  // reply_error for a Status: InvalidArgument 400, Unavailable 503, anything else 500.
+  void reply_status(httplib::Response& res, const Status& status,
+                    const openai::ParamError& error = {});
+  // The generation routes (generate_handler.cc): parse -> build engine inputs
+  // (generate_request.h) -> submit_generation -> respond_gathered or respond_streaming.
   void handle_generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  // Admits one engine request per choice (Unavailable: the queue is full or the server is
+  // draining) and submits them; the Generation holds their streams and admission slots.
+  StatusOr<std::shared_ptr<Generation>> submit_generation(const GenerateRequest& request,
+                                                          EngineInputs inputs);
+  // Waits for every choice, then one JSON body (500 when a choice failed).
+  void respond_gathered(Generation& gen, httplib::Response& res);
+  // Server-sent events from the response's content provider, which shares `gen`: the
+  // generation (and its engine requests) ends when the stream ends or its client goes away.
+  void respond_streaming(std::shared_ptr<Generation> gen, httplib::Response& res);
   void handle_tokenize(const httplib::Request& req, httplib::Response& res);
   void handle_detokenize(const httplib::Request& req, httplib::Response& res);
   void handle_models(httplib::Response& res);

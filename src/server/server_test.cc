@@ -61,6 +61,25 @@ StatusOr<std::string> RenderChatMl(const openai::ChatRequest& req) {
   return out;
 }
 
+// How long a test waits for the server or the engine to reach a state before it fails.
+constexpr auto kWaitTimeout = std::chrono::seconds(60);
+
+// Polls `done` every millisecond until it holds or `timeout` passes. The failure names what
+// was awaited, so a broken server fails the test instead of hanging CI.
+template <typename Pred>
+::testing::AssertionResult WaitUntil(Pred done, const std::string& what,
+                                     std::chrono::milliseconds timeout = kWaitTimeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return ::testing::AssertionFailure()
+             << "timed out after " << timeout.count() << " ms waiting for " << what;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return ::testing::AssertionSuccess();
+}
+
 struct ServerConfig {
   int64_t max_num_seqs = 8;
   int64_t max_queue_len = 16;
@@ -108,8 +127,20 @@ class ServerTest : public ::testing::Test {
       ExpectAllBlocksBack();
     }
   }
+  // engine_->wait_until_idle() after polling the stats with a deadline, so that requests the
+  // server never finishes fail the test instead of blocking it forever.
+  EngineStats WaitUntilIdle() {
+    const ::testing::AssertionResult idle = WaitUntil(
+        [&] {
+          const EngineStats st = engine_->stats();
+          return st.num_running == 0 && st.num_waiting == 0;
+        },
+        "the engine to have no running or waiting request");
+    EXPECT_TRUE(idle);
+    return idle ? engine_->wait_until_idle() : engine_->stats();
+  }
   void ExpectAllBlocksBack() {
-    const EngineStats st = engine_->wait_until_idle();
+    const EngineStats st = WaitUntilIdle();
     EXPECT_EQ(st.blocks_in_use, 0);
     EXPECT_EQ(st.num_sequences_in_cache, 0);
   }
@@ -443,11 +474,8 @@ TEST_F(ServerTest, ClientDisconnectMidStreamAbortsAndReturnsBlocks) {
   auto r = client_->send(req);
   EXPECT_GE(chunks, 3);
   // The server notices at its next writes, aborts, and every block comes back.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (server_->num_in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(server_->num_in_flight(), 0);
+  EXPECT_TRUE(WaitUntil([&] { return server_->num_in_flight() == 0; },
+                        "the server to abort the disconnected stream"));
   ExpectAllBlocksBack();
   const std::string metrics = server_->RenderMetrics();
   EXPECT_NE(metrics.find("kvserve:request_success_total{finished_reason=\"abort\"} 1"),
@@ -477,19 +505,23 @@ TEST_F(ServerTest, FullQueueGets503) {
     cli.send(req);
   };
   std::thread a(long_stream), b(long_stream);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (server_->num_in_flight() < 2 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // On failure the test still hangs up and joins the streams (no early return).
+  const ::testing::AssertionResult full = WaitUntil(
+      [&] { return server_->num_in_flight() == 2; }, "two streams in flight", std::chrono::seconds(30));
+  EXPECT_TRUE(full);
+  if (full) {
+    auto r = Post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 1}});
+    EXPECT_TRUE(r);
+    if (r) {
+      EXPECT_EQ(r->status, 503);
+      Json j = Json::parse(r->body);
+      EXPECT_NE(j["error"]["message"].get<std::string>().find("--max-queue-len"),
+                std::string::npos);
+    }
+    // n = 2 does not fit either, even alone... but /health and /metrics still answer.
+    EXPECT_EQ(client_->Get("/health")->status, 200);
+    EXPECT_EQ(client_->Get("/metrics")->status, 200);
   }
-  ASSERT_EQ(server_->num_in_flight(), 2);
-  auto r = Post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 1}});
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 503);
-  Json j = Json::parse(r->body);
-  EXPECT_NE(j["error"]["message"].get<std::string>().find("--max-queue-len"), std::string::npos);
-  // n = 2 does not fit either, even alone... but /health and /metrics still answer.
-  EXPECT_EQ(client_->Get("/health")->status, 200);
-  EXPECT_EQ(client_->Get("/metrics")->status, 200);
   hang_up = true;
   a.join();
   b.join();
@@ -501,7 +533,7 @@ TEST_F(ServerTest, MetricsExplainTheCacheAndPassPromtool) {
   ASSERT_EQ(Post("/v1/completions", body)->status, 200);
   ASSERT_EQ(Post("/v1/completions", body)->status, 200);
   ASSERT_EQ(Post("/v1/completions", {{"prompt", "x"}, {"n", 0}})->status, 400);
-  engine_->wait_until_idle();  // the engine publishes its stats after the step's outputs
+  WaitUntilIdle();  // the engine publishes its stats after the step's outputs
   auto r = client_->Get("/metrics");
   ASSERT_EQ(r->status, 200);
   const std::string text = r->body;
@@ -598,7 +630,8 @@ TEST_F(ServerTest, ShutdownDrainsInFlightRequestsThenRefuses) {
       status = r->status;
     }
   });
-  while (server_->num_in_flight() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // On failure the test carries on: Shutdown() and the client's read timeout end it.
+  EXPECT_TRUE(WaitUntil([&] { return server_->num_in_flight() > 0; }, "the request to be admitted"));
   server_->Shutdown();  // waits for the request to finish
   t.join();
   thread_.join();
@@ -621,9 +654,8 @@ TEST_F(ServerTest, ShutdownTimeoutAbortsWhatIsLeft) {
                       "application/json");
     if (r) body = r->body;
   });
-  while (engine_->stats().num_generated_tokens_total == 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  EXPECT_TRUE(WaitUntil([&] { return engine_->stats().num_generated_tokens_total > 0; },
+                        "the first generated token"));
   server_->Shutdown();
   t.join();
   thread_.join();

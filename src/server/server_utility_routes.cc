@@ -2,6 +2,7 @@
 #include <httplib.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "server/server.h"
@@ -35,16 +36,12 @@ void OpenAiServer::handle_tokenize(const httplib::Request& req, httplib::Respons
       reply_error(res, 400, chat.status().message(), perr.param);
       return;
     }
-    if (!options_.render_chat) {
-      reply_error(res, 400, "this server has no chat template");
+    auto chat_ids = TokenizeChat(*chat, options_.render_chat, *tokenizer_, &perr);
+    if (!chat_ids.ok()) {
+      reply_status(res, chat_ids.status(), perr);
       return;
     }
-    auto text = options_.render_chat(*chat);
-    if (!text.ok()) {
-      reply_error(res, 400, "chat template: " + text.status().message(), "messages");
-      return;
-    }
-    ids = tokenizer_->Encode(*text, EncodeOptions{.add_bos = false, .parse_special = true});
+    ids = std::move(chat_ids).value();
   } else if (body.contains("prompt") && body["prompt"].is_string()) {
     bool add_special = true;
     if (body.contains("add_special_tokens")) {

@@ -1,0 +1,362 @@
+// OpenAiServer's generation routes (/v1/completions, /v1/chat/completions), one named step
+// after the other:
+//   ParseGenerateRequest -> BuildEngineInputs   (generate_request.h: pure, 400 naming the param)
+//   submit_generation                           (admission bound (503), one engine request per
+//                                                choice, each tracked for Shutdown())
+//   respond_gathered | respond_streaming        (one JSON body | SSE chunks; usage, logprobs,
+//                                                finish reasons; a failed write -> abort)
+#include <httplib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "server/server.h"
+
+namespace kvserve {
+
+using openai::Json;
+
+namespace {
+
+constexpr auto kPollInterval = std::chrono::milliseconds(500);
+
+std::string RandomId(const char* prefix) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%s%016llx", prefix, static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
+double Seconds(EngineClock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+// One HTTP generation request: its engine requests (one per prompt x n), their outputs so far,
+// and the per-request metrics. Lives as long as the HTTP response that streams it (shared by
+// the handler and the content provider); destroying it aborts unfinished engine requests and
+// releases the admission slots. Used by one HTTP thread at a time.
+struct OpenAiServer::Generation {
+  struct Choice {
+    int64_t index = 0;
+    int64_t prompt_index = 0;
+    int64_t num_prompt_tokens = 0;
+    std::unique_ptr<RequestStream> stream;
+    std::string text;  // all text so far
+    int64_t num_tokens = 0;
+    int64_t num_cached_tokens = 0;
+    FinishReason finish = FinishReason::kNone;
+    std::string error;
+    bool done = false;
+    EngineClock::time_point last_token_time{};
+    openai::CompletionLogprobs completion_logprobs;
+    Json chat_logprobs = Json::array();
+  };
+
+  Generation(OpenAiServer* s, int64_t num_slots) : server(s), slots(num_slots) {}
+  ~Generation() {
+    for (Choice& c : choices) {
+      // Not done: the client went away (or the request failed): aborted with the stream.
+      if (!c.done) server->metrics_.count_finished("abort");
+      if (c.stream != nullptr) server->untrack(c.stream->id());
+      c.stream.reset();  // aborts unfinished requests
+    }
+    server->release(slots);
+  }
+
+  OpenAiServer* server;
+  int64_t slots;
+  bool chat = false;
+  std::string id;
+  int64_t created = 0;
+  std::string model;
+  openai::GenerationParams params;
+  std::vector<Choice> choices;
+  std::vector<int64_t> prompt_lengths;
+
+  // Applies one engine event to its choice (text, logprobs, metrics). Returns the new text.
+  std::string apply(Choice& c, const StreamEvent& ev, Json* chat_logprobs_delta,
+                    openai::CompletionLogprobs* completion_logprobs_delta) {
+    ServerMetrics& m = server->metrics_;
+    const Tokenizer* tok = server->tokenizer_;
+    if (!ev.token_ids.empty()) {
+      if (c.num_tokens == 0) {
+        m.time_to_first_token_seconds.observe(Seconds(ev.time - c.stream->submit_time()));
+      } else {
+        m.inter_token_latency_seconds.observe(Seconds(ev.time - c.last_token_time));
+      }
+      c.last_token_time = ev.time;
+    }
+    for (size_t i = 0; i < ev.logprobs.size(); ++i) {
+      const SampledLogprobs& lp = ev.logprobs[i];
+      openai::TokenText sampled{lp.sampled.token, tok->TokenToPiece(lp.sampled.token, true),
+                                lp.sampled.logprob};
+      std::vector<openai::TokenText> top;
+      for (const TokenLogprob& t : lp.top) {
+        top.push_back({t.token, tok->TokenToPiece(t.token, true), t.logprob});
+      }
+      if (chat) {
+        Json entry = openai::ChatLogprobEntry(sampled, top);
+        c.chat_logprobs.push_back(entry);
+        if (chat_logprobs_delta != nullptr) chat_logprobs_delta->push_back(entry);
+      } else {
+        const int64_t offset = static_cast<int64_t>(c.text.size());
+        c.completion_logprobs.add(sampled, top, offset);
+        if (completion_logprobs_delta != nullptr) {
+          completion_logprobs_delta->add(sampled, top, offset);
+        }
+      }
+    }
+    c.num_tokens += static_cast<int64_t>(ev.token_ids.size());
+    c.num_cached_tokens = std::max(c.num_cached_tokens, ev.num_cached_prompt_tokens);
+    c.text += ev.text;
+    if (ev.finished()) {
+      c.done = true;
+      c.finish = ev.finish_reason;
+      c.error = ev.error;
+      const EngineClock::time_point submitted = c.stream->submit_time();
+      m.e2e_request_latency_seconds.observe(Seconds(ev.time - submitted));
+      if (ev.first_scheduled_time != EngineClock::time_point{}) {
+        m.request_queue_time_seconds.observe(Seconds(ev.first_scheduled_time - submitted));
+      }
+      m.request_prompt_tokens.observe(static_cast<double>(c.num_prompt_tokens));
+      m.request_generation_tokens.observe(static_cast<double>(c.num_tokens));
+      m.count_finished(FinishReasonName(ev.finish_reason));
+      if (ev.first_scheduled_time != EngineClock::time_point{}) {
+        m.recent_hit_rate.record(c.num_prompt_tokens, c.num_cached_tokens);
+      }
+    }
+    return ev.text;
+  }
+
+  // Waits for the next event of any unfinished choice. Returns false when every choice is
+  // done. *timed_out: nothing arrived within the poll interval.
+  bool next(size_t* which, StreamEvent* ev, bool* timed_out) {
+    *timed_out = false;
+    const auto per_choice = choices.size() == 1 ? kPollInterval : std::chrono::milliseconds(2);
+    const auto deadline = EngineClock::now() + kPollInterval;
+    while (true) {
+      bool any = false;
+      for (size_t i = 0; i < choices.size(); ++i) {
+        Choice& c = choices[i];
+        if (c.done) continue;
+        any = true;
+        if (c.stream->NextFor(ev, per_choice) == RequestStream::WaitResult::kEvent) {
+          *which = i;
+          return true;
+        }
+      }
+      if (!any) return false;
+      if (EngineClock::now() >= deadline) {
+        *timed_out = true;
+        return true;
+      }
+    }
+  }
+
+  Json usage() const {
+    int64_t prompt = 0, completion = 0, cached = 0;
+    for (int64_t len : prompt_lengths) prompt += len;
+    std::vector<bool> counted(prompt_lengths.size(), false);
+    for (const Choice& c : choices) {
+      completion += c.num_tokens;
+      if (!counted[static_cast<size_t>(c.prompt_index)]) {
+        counted[static_cast<size_t>(c.prompt_index)] = true;
+        cached += c.num_cached_tokens;
+      }
+    }
+    return openai::Usage(prompt, completion, cached);
+  }
+
+  Json chunk_base() const {
+    return Json{{"id", id},
+                {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                {"created", created},
+                {"model", model}};
+  }
+
+  // Gathered: runs every choice to its end, then the one response body (InternalError when a
+  // choice failed).
+  StatusOr<Json> gather() {
+    size_t which = 0;
+    StreamEvent ev;
+    bool timed_out = false;
+    while (next(&which, &ev, &timed_out)) {
+      if (!timed_out) apply(choices[which], ev, nullptr, nullptr);
+    }
+    const bool want_logprobs = params.logprobs >= 0;
+    Json out_choices = Json::array();
+    for (const Choice& c : choices) {
+      if (c.finish == FinishReason::kError) return InternalError("generation failed: " + c.error);
+      Json choice = {{"index", c.index}, {"finish_reason", FinishReasonName(c.finish)}};
+      if (chat) {
+        choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+        choice["logprobs"] = want_logprobs ? Json{{"content", c.chat_logprobs}} : Json();
+      } else {
+        choice["text"] = c.text;
+        choice["logprobs"] = want_logprobs ? c.completion_logprobs.json() : Json();
+      }
+      out_choices.push_back(std::move(choice));
+    }
+    return Json{{"id", id},
+                {"object", chat ? "chat.completion" : "text_completion"},
+                {"created", created},
+                {"model", model},
+                {"choices", out_choices},
+                {"usage", usage()}};
+  }
+
+  // Streamed: the chunk that opens choice c of a chat stream (the role, as OpenAI sends it).
+  Json role_chunk(const Choice& c) const {
+    Json chunk = chunk_base();
+    chunk["choices"] = Json::array({{{"index", c.index},
+                                     {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                     {"logprobs", nullptr},
+                                     {"finish_reason", nullptr}}});
+    if (params.include_usage) chunk["usage"] = nullptr;
+    return chunk;
+  }
+
+  // Streamed: applies an engine event to choice c; returns its chunk, or nothing when the
+  // event carries nothing to say (no text, no logprobs asked for, not the end).
+  std::optional<Json> event_chunk(Choice& c, const StreamEvent& ev) {
+    const bool want_logprobs = params.logprobs >= 0;
+    Json chat_lp = Json::array();
+    openai::CompletionLogprobs completion_lp;
+    const std::string text = apply(c, ev, &chat_lp, &completion_lp);
+    const bool has_tokens = !ev.token_ids.empty();
+    if (text.empty() && !ev.finished() && !(want_logprobs && has_tokens)) return std::nullopt;
+    Json choice = {{"index", c.index}};
+    if (chat) {
+      choice["delta"] = text.empty() && ev.finished() ? Json::object() : Json{{"content", text}};
+      choice["logprobs"] = want_logprobs && has_tokens ? Json{{"content", chat_lp}} : Json();
+    } else {
+      choice["text"] = text;
+      choice["logprobs"] = want_logprobs && has_tokens ? completion_lp.json() : Json();
+    }
+    choice["finish_reason"] = ev.finished() ? Json(FinishReasonName(c.finish)) : Json();
+    Json chunk = chunk_base();
+    chunk["choices"] = Json::array({choice});
+    if (params.include_usage) chunk["usage"] = nullptr;
+    return chunk;
+  }
+
+  // Streamed: writes the whole SSE response (role chunks, event chunks or `: ping` while
+  // queued, the usage chunk, [DONE]). Returns false when a write failed (the client went
+  // away): the caller drops the generation, which aborts its engine requests.
+  bool write_sse(httplib::DataSink& sink) {
+    auto send = [&](const Json& j) {
+      const std::string line = "data: " + openai::Dump(j) + "\n\n";
+      return sink.write(line.data(), line.size());
+    };
+    if (chat) {
+      for (const Choice& c : choices) {
+        if (!send(role_chunk(c))) return false;
+      }
+    }
+    size_t which = 0;
+    StreamEvent ev;
+    bool timed_out = false;
+    while (next(&which, &ev, &timed_out)) {
+      if (timed_out) {
+        // Nothing to say yet (queued): an SSE comment keeps the connection alive and
+        // notices a client that went away (its requests are aborted on return).
+        static const char kPing[] = ": ping\n\n";
+        if (!sink.write(kPing, sizeof(kPing) - 1)) return false;
+        continue;
+      }
+      Choice& c = choices[which];
+      const std::optional<Json> chunk = event_chunk(c, ev);
+      if (c.finish == FinishReason::kError) {
+        send(Json{{"error", openai::ErrorBody(500, "generation failed: " + c.error)["error"]}});
+        sink.done();
+        return true;
+      }
+      if (chunk.has_value() && !send(*chunk)) return false;
+    }
+    if (params.include_usage) {
+      Json chunk = chunk_base();
+      chunk["choices"] = Json::array();
+      chunk["usage"] = usage();
+      if (!send(chunk)) return false;
+    }
+    static const char kDone[] = "data: [DONE]\n\n";
+    if (!sink.write(kDone, sizeof(kDone) - 1)) return false;
+    sink.done();
+    return true;
+  }
+};
+
+void OpenAiServer::handle_generate(const httplib::Request& req, httplib::Response& res,
+                                   bool chat) {
+  if (!authorized(req, res)) return;
+  if (draining_.load()) {
+    reply_error(res, 503, "the server is shutting down");
+    return;
+  }
+  openai::ParamError perr;
+  auto request = ParseGenerateRequest(req.body, chat, &perr);
+  if (!request.ok()) return reply_status(res, request.status(), perr);
+  const EngineInputOptions input_options{.tokenizer = tokenizer_,
+                                         .render_chat = &options_.render_chat,
+                                         .served_model_name = options_.served_model_name,
+                                         .max_model_len = engine_->scheduler_config().max_model_len};
+  auto inputs = BuildEngineInputs(*request, input_options, &perr);
+  if (!inputs.ok()) return reply_status(res, inputs.status(), perr);
+  auto gen = submit_generation(*request, std::move(inputs).value());
+  if (!gen.ok()) return reply_status(res, gen.status());
+  if (request->params().stream) {
+    respond_streaming(std::move(gen).value(), res);
+  } else {
+    respond_gathered(**gen, res);
+  }
+}
+
+StatusOr<std::shared_ptr<OpenAiServer::Generation>> OpenAiServer::submit_generation(
+    const GenerateRequest& request, EngineInputs inputs) {
+  const int64_t num_choices = static_cast<int64_t>(inputs.choices.size());
+  std::string why;
+  if (!try_admit(num_choices, &why)) return UnavailableError(why);
+  auto gen = std::make_shared<Generation>(this, num_choices);
+  gen->chat = request.chat;
+  gen->id = RandomId(request.chat ? "chatcmpl-" : "cmpl-");
+  gen->created = openai::UnixNow();
+  gen->model = options_.served_model_name;
+  gen->params = request.params();
+  gen->prompt_lengths = inputs.prompt_lengths;
+  for (EngineInputs::Choice& in : inputs.choices) {
+    auto stream = engine_->submit(std::move(in.input));
+    // gen's destructor aborts the choices submitted so far.
+    if (!stream.ok()) return InvalidArgumentError(stream.status().message());
+    Generation::Choice c;
+    c.index = static_cast<int64_t>(gen->choices.size());
+    c.prompt_index = in.prompt_index;
+    c.num_prompt_tokens = inputs.prompt_lengths[static_cast<size_t>(in.prompt_index)];
+    c.stream = std::move(stream).value();
+    track(c.stream->id());
+    gen->choices.push_back(std::move(c));
+  }
+  return gen;
+}
+
+void OpenAiServer::respond_gathered(Generation& gen, httplib::Response& res) {
+  auto body = gen.gather();
+  if (!body.ok()) return reply_status(res, body.status());
+  res.set_content(openai::Dump(*body), "application/json");
+}
+
+void OpenAiServer::respond_streaming(std::shared_ptr<Generation> gen, httplib::Response& res) {
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [gen](size_t, httplib::DataSink& sink) -> bool { return gen->write_sse(sink); });
+}
+
+}  // namespace kvserve

@@ -1,0 +1,165 @@
+#include "server/generate_request.h"
+
+#include <random>
+#include <utility>
+
+#include "base/check.h"
+
+namespace kvserve {
+
+using openai::Json;
+
+namespace {
+
+uint64_t RandomSeed() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  return rng();
+}
+
+// InvalidArgument naming `param` (and an OpenAI error `code`) in *error.
+Status Fail(openai::ParamError* error, const std::string& message, const std::string& param = "",
+            const std::string& code = "") {
+  if (error != nullptr) *error = {param, message, code};
+  return InvalidArgumentError(message);
+}
+
+// The prompts of a request as token ids: the chat template's text, or each completions prompt
+// (text with a BOS, or ids used as they are but checked against the vocabulary).
+StatusOr<std::vector<std::vector<TokenId>>> TokenizePrompts(const GenerateRequest& request,
+                                                            const EngineInputOptions& options,
+                                                            openai::ParamError* error) {
+  const Tokenizer& tok = *options.tokenizer;
+  std::vector<std::vector<TokenId>> prompts;
+  if (request.chat) {
+    static const ChatRenderer kNone;
+    auto ids = TokenizeChat(request.chat_request,
+                            options.render_chat != nullptr ? *options.render_chat : kNone, tok,
+                            error);
+    if (!ids.ok()) return ids.status();
+    prompts.push_back(std::move(ids).value());
+    return prompts;
+  }
+  const int64_t vocab = tok.vocab_size();
+  for (const openai::PromptInput& p : request.completion.prompts) {
+    if (p.text.has_value()) {
+      prompts.push_back(tok.Encode(*p.text, EncodeOptions{.add_bos = true, .parse_special = true}));
+      continue;
+    }
+    for (TokenId t : p.ids) {
+      if (t >= vocab) {
+        return Fail(error,
+                    "prompt token id " + std::to_string(t) + " is outside the vocabulary (" +
+                        std::to_string(vocab) + " tokens)",
+                    "prompt");
+      }
+    }
+    prompts.push_back(p.ids);
+  }
+  return prompts;
+}
+
+// The checks that need the model: its name, stop token ids in the vocabulary, every prompt
+// non-empty and, with max_tokens, within the context.
+Status CheckAgainstModel(const GenerateRequest& request,
+                         const std::vector<std::vector<TokenId>>& prompts,
+                         const EngineInputOptions& options, openai::ParamError* error) {
+  const openai::GenerationParams& params = request.params();
+  if (!params.model.empty() && params.model != options.served_model_name) {
+    return Fail(error,
+                "the model '" + params.model + "' does not exist; this server serves '" +
+                    options.served_model_name + "'",
+                "model", "model_not_found");
+  }
+  for (TokenId t : params.stop_token_ids) {
+    if (t >= options.tokenizer->vocab_size()) {
+      return Fail(error, "stop_token_ids: " + std::to_string(t) + " is outside the vocabulary",
+                  "stop_token_ids");
+    }
+  }
+  const char* prompt_param = request.chat ? "messages" : "prompt";
+  const int64_t max_model_len = options.max_model_len;
+  for (const std::vector<TokenId>& p : prompts) {
+    const int64_t len = static_cast<int64_t>(p.size());
+    if (len == 0) return Fail(error, "the prompt is empty", prompt_param);
+    if (len >= max_model_len || (params.max_tokens && len + *params.max_tokens > max_model_len)) {
+      return Fail(error,
+                  "this model's maximum context length is " + std::to_string(max_model_len) +
+                      " tokens; the request has " + std::to_string(len) + " prompt tokens" +
+                      (params.max_tokens ? " and asks for " + std::to_string(*params.max_tokens) +
+                                               " completion tokens"
+                                         : std::string()) +
+                      ". Shorten the prompt or lower max_tokens",
+                  prompt_param, "context_length_exceeded");
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<GenerateRequest> ParseGenerateRequest(const std::string& body, bool chat,
+                                               openai::ParamError* error) {
+  const Json json = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) return Fail(error, "the request body is not valid JSON");
+  GenerateRequest out;
+  out.chat = chat;
+  if (chat) {
+    auto parsed = openai::ParseChatRequest(json, error);
+    if (!parsed.ok()) return parsed.status();
+    out.chat_request = std::move(parsed).value();
+  } else {
+    auto parsed = openai::ParseCompletionRequest(json, error);
+    if (!parsed.ok()) return parsed.status();
+    out.completion = std::move(parsed).value();
+  }
+  return out;
+}
+
+StatusOr<std::vector<TokenId>> TokenizeChat(const openai::ChatRequest& request,
+                                            const ChatRenderer& render_chat,
+                                            const Tokenizer& tokenizer,
+                                            openai::ParamError* error) {
+  if (!render_chat) return Fail(error, "this server has no chat template");
+  auto text = render_chat(request);
+  if (!text.ok()) return Fail(error, "chat template: " + text.status().message(), "messages");
+  return tokenizer.Encode(*text, EncodeOptions{.add_bos = false, .parse_special = true});
+}
+
+StatusOr<EngineInputs> BuildEngineInputs(const GenerateRequest& request,
+                                         const EngineInputOptions& options,
+                                         openai::ParamError* error) {
+  KV_CHECK(options.tokenizer != nullptr);
+  auto prompts = TokenizePrompts(request, options, error);
+  if (!prompts.ok()) return prompts.status();
+  KV_RETURN_IF_ERROR(CheckAgainstModel(request, *prompts, options, error));
+
+  const openai::GenerationParams& params = request.params();
+  EngineInputs out;
+  for (size_t p = 0; p < prompts->size(); ++p) {
+    const std::vector<TokenId>& ids = (*prompts)[p];
+    const int64_t len = static_cast<int64_t>(ids.size());
+    out.prompt_lengths.push_back(len);
+    for (int64_t j = 0; j < params.n; ++j) {
+      EngineInputs::Choice c;
+      c.prompt_index = static_cast<int64_t>(p);
+      RequestInput& in = c.input;
+      in.prompt_ids = ids;
+      in.sampling = params.sampling;
+      in.sampling.seed = params.seed_given ? params.sampling.seed + static_cast<uint64_t>(j)
+                                           : RandomSeed();
+      // Default: completions 16 tokens (OpenAI); chat: the rest of the context (vLLM).
+      in.max_tokens = params.max_tokens ? *params.max_tokens
+                                        : (request.chat ? options.max_model_len - len : 16);
+      in.stop = params.stop;
+      in.stop_token_ids = params.stop_token_ids;
+      in.ignore_eos = params.ignore_eos;
+      in.priority = params.priority;
+      in.cache_salt = params.cache_salt;
+      in.logprobs = params.logprobs;
+      out.choices.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+}  // namespace kvserve
