@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -18,6 +20,13 @@ namespace kvserve {
 namespace {
 
 namespace fs = std::filesystem;
+
+// layers, heads, KV heads, head dim, ffn, vocabulary, context, tied embeddings.
+std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool> Geometry(
+    const ModelConfig& c) {
+  return {c.num_layers, c.num_heads,  c.num_kv_heads, c.head_dim,
+          c.ffn_dim,    c.vocab_size, c.max_seq_len,  c.tied_embeddings};
+}
 
 constexpr char kDeepSeekV2Lite[] = R"({
   "architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2",
@@ -38,15 +47,10 @@ TEST(ModelDescriptionTest, HfLlama) {
     "torch_dtype": "float16", "rope_scaling": {"factor": 8.0, "rope_type": "llama3"}})");
   ASSERT_TRUE(d.ok()) << d.status().message();
   const ModelConfig& c = d->config;
-  EXPECT_EQ(c.architecture, "llama");
-  EXPECT_EQ(d->hf_architecture, "LlamaForCausalLM");
-  EXPECT_EQ(d->name_or_path, "x/y");
+  EXPECT_EQ(std::tuple(c.architecture, d->hf_architecture, d->name_or_path),
+            std::tuple("llama", "LlamaForCausalLM", "x/y"));
   EXPECT_EQ(d->dtype, DType::kF16);
-  EXPECT_EQ(c.num_layers, 32);
-  EXPECT_EQ(c.num_kv_heads, 8);
-  EXPECT_EQ(c.head_dim, 128);
-  EXPECT_EQ(c.ffn_dim, 14336);
-  EXPECT_EQ(c.max_seq_len, 131072);
+  EXPECT_EQ(Geometry(c), std::tuple(32, 32, 8, 128, 14336, 128256, 131072, false));
   EXPECT_FLOAT_EQ(c.rope.theta, 500000.0f);
   EXPECT_EQ(c.rope.layout, RopeLayout::kNeox);
   EXPECT_EQ(c.rope.scaling, RopeScalingType::kLlama3);
@@ -60,15 +64,12 @@ TEST(ModelDescriptionTest, HfDeepSeekMlaAndExperts) {
   ASSERT_TRUE(d.ok()) << d.status().message();
   EXPECT_EQ(d->config.architecture, "deepseek_v2");
   EXPECT_TRUE(d->is_mla());
-  EXPECT_EQ(d->kv_lora_rank, 512);
-  EXPECT_EQ(d->qk_rope_head_dim, 64);
-  EXPECT_EQ(d->qk_nope_head_dim, 128);
-  EXPECT_EQ(d->q_lora_rank, 0);
+  EXPECT_EQ(std::tuple(d->kv_lora_rank, d->qk_rope_head_dim, d->qk_nope_head_dim, d->q_lora_rank),
+            std::tuple(512, 64, 128, 0));
   EXPECT_EQ(d->config.head_dim, 192);
-  EXPECT_EQ(d->num_experts, 64);
-  EXPECT_EQ(d->num_shared_experts, 2);
-  EXPECT_EQ(d->expert_ffn_dim, 1408);
-  EXPECT_EQ(d->first_dense_layers, 1);
+  EXPECT_EQ(std::tuple(d->num_experts, d->num_shared_experts, d->expert_ffn_dim,
+                       d->first_dense_layers),
+            std::tuple(64, 2, 1408, 1));
   EXPECT_EQ(d->rope_scaling_type, "yarn") << "named, not refused";
   EXPECT_EQ(d->config.rope.scaling, RopeScalingType::kNone);
 }
@@ -134,36 +135,25 @@ TEST_F(GgufDescriptionTest, SavedModelDescribesItsConfig) {
   ASSERT_TRUE(file.ok());
   StatusOr<ModelDescription> d = DescribeGgufModel(**file, path("tiny.gguf"));
   ASSERT_TRUE(d.ok()) << d.status().message();
-  const ModelConfig& a = d->config;
-  const ModelConfig& b = tiny->config;
-  EXPECT_EQ(a.architecture, "llama");
-  EXPECT_EQ(a.num_layers, b.num_layers);
-  EXPECT_EQ(a.num_heads, b.num_heads);
-  EXPECT_EQ(a.num_kv_heads, b.num_kv_heads);
-  EXPECT_EQ(a.head_dim, b.head_dim);
-  EXPECT_EQ(a.ffn_dim, b.ffn_dim);
-  EXPECT_EQ(a.vocab_size, b.vocab_size);
-  EXPECT_EQ(a.max_seq_len, b.max_seq_len);
-  EXPECT_EQ(a.tied_embeddings, b.tied_embeddings);
-  EXPECT_EQ(a.NumParameters(), b.NumParameters());
+  EXPECT_EQ(d->config.architecture, "llama");
+  EXPECT_EQ(Geometry(d->config), Geometry(tiny->config));
+  EXPECT_EQ(d->config.NumParameters(), tiny->config.NumParameters());
 }
 
 TEST_F(GgufDescriptionTest, DeepSeek2IsMlaAndTheLoaderRefusesIt) {
   GgufWriter w;
   w.Set("general.architecture", GgufValue::String("deepseek2"));
-  w.Set("deepseek2.block_count", GgufValue::U32(27));
-  w.Set("deepseek2.context_length", GgufValue::U32(163840));
-  w.Set("deepseek2.embedding_length", GgufValue::U32(2048));
-  w.Set("deepseek2.feed_forward_length", GgufValue::U32(10944));
-  w.Set("deepseek2.attention.head_count", GgufValue::U32(16));
-  w.Set("deepseek2.attention.key_length", GgufValue::U32(192));
-  w.Set("deepseek2.attention.value_length", GgufValue::U32(128));
-  w.Set("deepseek2.attention.kv_lora_rank", GgufValue::U32(512));
-  w.Set("deepseek2.rope.dimension_count", GgufValue::U32(64));
   w.Set("deepseek2.rope.scaling.type", GgufValue::String("yarn"));
-  w.Set("deepseek2.expert_count", GgufValue::U32(64));
-  w.Set("deepseek2.expert_shared_count", GgufValue::U32(2));
-  w.Set("deepseek2.leading_dense_block_count", GgufValue::U32(1));
+  const std::pair<const char*, uint32_t> keys[] = {
+      {"block_count", 27},          {"context_length", 163840},
+      {"embedding_length", 2048},   {"feed_forward_length", 10944},
+      {"attention.head_count", 16}, {"attention.key_length", 192},
+      {"attention.value_length", 128}, {"attention.kv_lora_rank", 512},
+      {"rope.dimension_count", 64}, {"expert_count", 64},
+      {"expert_shared_count", 2},   {"leading_dense_block_count", 1}};
+  for (const auto& [key, value] : keys) {
+    w.Set(std::string("deepseek2.") + key, GgufValue::U32(value));
+  }
   ASSERT_TRUE(w.Write(path("ds.gguf")).ok());
   StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(path("ds.gguf"));
   ASSERT_TRUE(file.ok());
@@ -171,13 +161,10 @@ TEST_F(GgufDescriptionTest, DeepSeek2IsMlaAndTheLoaderRefusesIt) {
   ASSERT_TRUE(d.ok()) << d.status().message();
   EXPECT_EQ(d->config.name, "ds.gguf");
   EXPECT_EQ(d->config.num_kv_heads, 16);
-  EXPECT_EQ(d->kv_lora_rank, 512);
-  EXPECT_EQ(d->qk_rope_head_dim, 64);
-  EXPECT_EQ(d->qk_nope_head_dim, 128);
-  EXPECT_EQ(d->v_head_dim, 128);
-  EXPECT_EQ(d->num_experts, 64);
-  EXPECT_EQ(d->num_shared_experts, 2);
-  EXPECT_EQ(d->first_dense_layers, 1);
+  EXPECT_EQ(std::tuple(d->kv_lora_rank, d->qk_rope_head_dim, d->qk_nope_head_dim, d->v_head_dim),
+            std::tuple(512, 64, 128, 128));
+  EXPECT_EQ(std::tuple(d->num_experts, d->num_shared_experts, d->first_dense_layers),
+            std::tuple(64, 2, 1));
   EXPECT_EQ(d->rope_scaling_type, "yarn");
   StatusOr<LoadedModel> loaded = LoadGgufModel(path("ds.gguf"), {});
   ASSERT_FALSE(loaded.ok());
