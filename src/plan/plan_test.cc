@@ -411,6 +411,15 @@ TEST(PlanModelTest, DeepSeekConfigIsMla) {
   EXPECT_EQ(Plan(*m, Options(1000, "bf16")).bytes_per_token, 31104);
 }
 
+TEST(PlanModelTest, RopeScalingTheLoaderCannotRunStillPlans) {
+  // DeepSeek's published configs use YaRN; the loader refuses it, the planner does not need it.
+  std::string config = kDeepSeekV2LiteConfig;
+  config.insert(config.rfind('}'), R"(, "rope_scaling": {"type": "yarn", "factor": 40})");
+  StatusOr<PlanModel> m = PlanModelFromHfConfig(config, "config.json");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(Plan(*m, Options(1000, "bf16")).bytes_per_token, 31104);
+}
+
 TEST(PlanModelTest, HfConfigVariants) {
   // head_dim given explicitly, fp16 checkpoint, GQA default (no num_key_value_heads = MHA).
   StatusOr<PlanModel> m = PlanModelFromHfConfig(
