@@ -29,4 +29,12 @@ std::string StrFormat(const char* fmt, ...) {
   return out;
 }
 
+std::string HumanCount(int64_t count) {
+  const double v = static_cast<double>(count);
+  if (count >= 1000000000) return StrFormat("%.2fB", v / 1e9);
+  if (count >= 1000000) return StrFormat("%.*fM", v < 1e7 ? 2 : 0, v / 1e6);
+  if (count >= 1000) return StrFormat("%.*fK", v < 1e4 ? 1 : 0, v / 1e3);
+  return StrFormat("%lld", static_cast<long long>(count));
+}
+
 }  // namespace kvserve

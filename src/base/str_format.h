@@ -1,11 +1,15 @@
-// printf-style formatting into a std::string, for tables and messages.
+// printf-style formatting into a std::string, for tables and messages; counts for humans.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace kvserve {
 
 // Formats like snprintf; the result is not truncated.
 std::string StrFormat(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// "260K", "135M", "1.24B" (powers of 1000).
+std::string HumanCount(int64_t count);
 
 }  // namespace kvserve

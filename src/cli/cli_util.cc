@@ -34,21 +34,6 @@ std::string HumanBytes(int64_t bytes) {
   return buf;
 }
 
-std::string HumanCount(int64_t count) {
-  char buf[32];
-  const double v = static_cast<double>(count);
-  if (count >= 1000000000) {
-    std::snprintf(buf, sizeof(buf), "%.2fB", v / 1e9);
-  } else if (count >= 1000000) {
-    std::snprintf(buf, sizeof(buf), "%.*fM", v < 1e7 ? 2 : 0, v / 1e6);
-  } else if (count >= 1000) {
-    std::snprintf(buf, sizeof(buf), "%.*fK", v < 1e4 ? 1 : 0, v / 1e3);
-  } else {
-    std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(count));
-  }
-  return buf;
-}
-
 ProgressLine::ProgressLine(std::string label)
     : label_(std::move(label)), tty_(::isatty(STDERR_FILENO) == 1) {}
 
@@ -88,13 +73,6 @@ void ProgressLine::Finish() {
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-bool IsGgufFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char magic[4] = {0, 0, 0, 0};
-  if (!in.read(magic, 4)) return false;
-  return std::memcmp(magic, "GGUF", 4) == 0;
 }
 
 StatusOr<VocabSpec> LoadVocabFile(const std::string& path, int64_t vocab_size) {

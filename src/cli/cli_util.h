@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/str_format.h"
+#include "model/gguf.h"
 #include "model/model_loader.h"
 #include "tokenizer/tokenizer.h"
 
@@ -19,8 +21,7 @@ int ReportError(const Status& status);
 
 // "1.2 KB", "34.5 MB", "1.23 GB" (powers of 1024).
 std::string HumanBytes(int64_t bytes);
-// "260K", "135M", "1.24B".
-std::string HumanCount(int64_t count);
+// HumanCount ("260K", "135M", "1.24B"): base/str_format.h.
 
 // Reports (done, total) progress on stderr: one line rewritten in place when stderr is a
 // terminal, else a line at 0, 25, 50, 75 and 100 %. Finish() ends the line (idempotent).
@@ -59,8 +60,7 @@ void PrintPackedWeights(int64_t packed_bytes);
 // a Hugging Face tokenizer.json, or a llama2.c tokenizer file (needs `vocab_size` > 0).
 StatusOr<VocabSpec> LoadVocabFile(const std::string& path, int64_t vocab_size);
 
-// True when the file starts with the GGUF magic.
-bool IsGgufFile(const std::string& path);
+// IsGgufFile (the GGUF magic): model/gguf.h.
 
 // Weight bytes and parameters a single token's forward pass touches: all weights but the
 // embedding table (one row is read), which counts again when it doubles as the output matrix.

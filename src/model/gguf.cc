@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <optional>
 #include <set>
@@ -446,6 +447,13 @@ GgufValue GgufValue::I32Array(std::vector<int32_t> v) {
 
 // ---------------------------------------------------------------------------------------------
 // GgufFile
+
+bool IsGgufFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {0, 0, 0, 0};
+  if (!in.read(magic, 4)) return false;
+  return std::memcmp(magic, "GGUF", 4) == 0;
+}
 
 StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path,
                                                    const GgufLimits& limits) {

@@ -118,6 +118,9 @@ class GgufFile {
   std::map<std::string, size_t, std::less<>> tensor_index_;
 };
 
+// True when the file at `path` starts with the GGUF magic.
+bool IsGgufFile(const std::string& path);
+
 // Builds a GGUF v3 file: metadata in insertion order, then tensor infos and data aligned to
 // `general.alignment` (32 unless set). Tensors are written from their memory when Write() runs.
 class GgufWriter {

@@ -15,6 +15,7 @@
 #include "base/logging.h"
 #include "model/gguf.h"
 #include "model/gguf_vocab.h"
+#include "model/model_description.h"
 #include "model/model_loader.h"
 #include "model/model_tensors.h"
 #include "model/vocab_source.h"
@@ -32,10 +33,6 @@ constexpr char kEogIdsKey[] = "kvserve.tokenizer.eog_token_ids";
 constexpr char kPreRegexesKey[] = "kvserve.tokenizer.pre_regexes";
 constexpr char kIgnoreMergesKey[] = "kvserve.tokenizer.bpe_ignore_merges";
 constexpr char kBpePrefixSpaceKey[] = "kvserve.tokenizer.bpe_add_prefix_space";
-
-RopeLayout GgufRopeLayout(const std::string& arch) {
-  return arch == "qwen2" ? RopeLayout::kNeox : RopeLayout::kInterleaved;
-}
 
 // Per-pair llama3 divisors, as convert_hf_to_gguf.py computes them for rope_freqs.weight.
 std::vector<float> Llama3Factors(const RopeOptions& rope, int64_t rotary_dim) {
@@ -134,70 +131,32 @@ StatusOr<LoadedModel> LoadGgufModel(const std::string& path, const LoadOptions& 
     return fail(UnimplementedError("unsupported architecture '" + arch +
                                    "' (supported: llama, mistral, qwen2)"));
   }
-  auto get_int = [&](const std::string& key, int64_t def, bool required) -> StatusOr<int64_t> {
+  // Keys the loader needs that a description may leave out.
+  for (const char* key : {"context_length", "embedding_length", "feed_forward_length"}) {
     StatusOr<int64_t> v = file->GetInt(arch + "." + key);
-    if (v.ok()) return *v;
-    if (v.status().code() == StatusCode::kNotFound && !required) return def;
-    return v.status();
-  };
-  auto get_float = [&](const std::string& key, double def) -> StatusOr<double> {
-    StatusOr<double> v = file->GetFloat(arch + "." + key);
-    if (v.ok()) return *v;
-    if (v.status().code() == StatusCode::kNotFound) return def;
-    return v.status();
-  };
+    if (!v.ok()) return fail(v.status());
+  }
+  StatusOr<ModelDescription> description = DescribeGgufModel(*file, path);
+  if (!description.ok()) return fail(description.status());
+  if (description->is_mla() || description->num_experts > 0) {
+    return fail(UnimplementedError("MLA attention and mixture-of-experts layers are not "
+                                   "supported (kvserve plan can still size their KV cache)"));
+  }
+  const std::string& scaling = description->rope_scaling_type;
+  if (!scaling.empty() && scaling != "none" && scaling != "linear") {
+    return fail(UnimplementedError("unsupported RoPE scaling type '" + scaling +
+                                   "' (supported: none, linear, llama3 via rope_freqs)"));
+  }
 
   LoadedModel model;
   model.format = "gguf";
   model.path = path;
+  model.config = description->config;
   ModelConfig& c = model.config;
-  c.architecture = arch;
-  StatusOr<std::string> name = file->GetString("general.name");
-  c.name = name.ok() ? *name : path.substr(path.find_last_of('/') + 1);
-#define KV_GGUF_INT(field, key, def, required)                        \
-  {                                                                   \
-    StatusOr<int64_t> v_ = get_int(key, def, required);               \
-    if (!v_.ok()) return fail(v_.status());                           \
-    c.field = *v_;                                                    \
-  }
-  KV_GGUF_INT(max_seq_len, "context_length", 0, true);
-  KV_GGUF_INT(hidden_dim, "embedding_length", 0, true);
-  KV_GGUF_INT(ffn_dim, "feed_forward_length", 0, true);
-  KV_GGUF_INT(num_layers, "block_count", 0, true);
-  KV_GGUF_INT(num_heads, "attention.head_count", 0, true);
-  KV_GGUF_INT(num_kv_heads, "attention.head_count_kv", c.num_heads, false);
-  if (c.num_heads <= 0) return fail(InvalidArgumentError("attention.head_count must be positive"));
-  KV_GGUF_INT(head_dim, "attention.key_length", c.hidden_dim / c.num_heads, false);
-  KV_GGUF_INT(rope.rotary_dim, "rope.dimension_count", c.head_dim, false);
-#undef KV_GGUF_INT
-  c.rope.head_dim = c.head_dim;
-  StatusOr<double> theta = get_float("rope.freq_base", 10000.0);
-  if (!theta.ok()) return fail(theta.status());
-  c.rope.theta = static_cast<float>(*theta);
-  StatusOr<double> eps = get_float("attention.layer_norm_rms_epsilon", 1e-5);
-  if (!eps.ok()) return fail(eps.status());
-  c.norm_eps = static_cast<float>(*eps);
-  c.rope.layout = GgufRopeLayout(arch);
-  c.qkv_bias = arch == "qwen2";
-
-  StatusOr<std::string> scaling = file->GetString(arch + ".rope.scaling.type");
-  if (scaling.ok() && *scaling != "none") {
-    if (*scaling != "linear") {
-      return fail(UnimplementedError("unsupported RoPE scaling type '" + *scaling +
-                                     "' (supported: none, linear, llama3 via rope_freqs)"));
-    }
-    StatusOr<double> factor = get_float("rope.scaling.factor", 1.0);
-    if (!factor.ok()) return fail(factor.status());
-    c.rope.scaling = RopeScalingType::kLinear;
-    c.rope.scaling_factor = static_cast<float>(*factor);
-  }
 
   // Vocabulary (before tensor checks: its size may fix vocab_size).
   if (!options.tokenizer_path.empty()) {
-    StatusOr<int64_t> n = get_int("vocab_size", 0, false);
-    const GgufTensorInfo* embd = file->FindTensor("token_embd.weight");
-    int64_t rows = n.ok() && *n > 0 ? *n : (embd && !embd->shape.empty() ? embd->shape[0] : 0);
-    StatusOr<VocabSpec> vocab = LoadVocabFromPath(options.tokenizer_path, rows);
+    StatusOr<VocabSpec> vocab = LoadVocabFromPath(options.tokenizer_path, c.vocab_size);
     if (!vocab.ok()) return vocab.status();
     model.vocab = std::move(*vocab);
   } else if (file->Find("tokenizer.ggml.model") != nullptr) {
@@ -227,21 +186,17 @@ StatusOr<LoadedModel> LoadGgufModel(const std::string& path, const LoadOptions& 
   StatusOr<std::string> tmpl = file->GetString("tokenizer.chat_template");
   if (tmpl.ok()) model.chat_template = *tmpl;
 
-  StatusOr<int64_t> vocab_key = get_int("vocab_size", 0, false);
-  if (!vocab_key.ok()) return fail(vocab_key.status());
   const GgufTensorInfo* embd = file->FindTensor("token_embd.weight");
   if (embd == nullptr) return fail(NotFoundError("tensor token_embd.weight is missing"));
   if (embd->shape.size() != 2) {
     return fail(InvalidArgumentError("token_embd.weight must be 2-D"));
   }
-  c.vocab_size = *vocab_key > 0 ? *vocab_key : embd->shape[0];
   if (model.vocab.has_value() &&
       static_cast<int64_t>(model.vocab->tokens.size()) > c.vocab_size) {
     return fail(InvalidArgumentError(
         "the vocabulary has " + std::to_string(model.vocab->tokens.size()) +
         " tokens but the model only " + std::to_string(c.vocab_size) + " embedding rows"));
   }
-  c.tied_embeddings = file->FindTensor("output.weight") == nullptr;
 
   if (const GgufTensorInfo* rf = file->FindTensor("rope_freqs.weight")) {
     const int64_t rot = c.rope.rotary_dim;
@@ -254,9 +209,9 @@ StatusOr<LoadedModel> LoadGgufModel(const std::string& path, const LoadOptions& 
     if (!f32.ok()) return fail(f32.status());
     const float* f = static_cast<const float*>(f32->data);
     std::vector<float> factors(f, f + rot / 2);
-    StatusOr<int64_t> orig = get_int("rope.scaling.original_context_length", 8192, false);
-    if (!orig.ok()) return fail(orig.status());
-    Status st = FitLlama3Scaling(factors, rot, *orig, &c.rope);
+    StatusOr<int64_t> orig = file->GetInt(arch + ".rope.scaling.original_context_length");
+    if (!orig.ok() && orig.status().code() != StatusCode::kNotFound) return fail(orig.status());
+    Status st = FitLlama3Scaling(factors, rot, orig.ok() ? *orig : 8192, &c.rope);
     if (!st.ok()) return fail(st);
   }
   Status valid = c.Validate();

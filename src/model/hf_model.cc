@@ -6,13 +6,13 @@
 // permuted here.
 #include <sys/stat.h>
 
-#include <fstream>
+#include <algorithm>
 #include <memory>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "base/logging.h"
+#include "model/model_description.h"
 #include "model/model_loader.h"
 #include "model/model_tensors.h"
 #include "model/safetensors.h"
@@ -24,49 +24,9 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int64_t kMaxJsonBytes = 64ll << 20;
-
 bool FileExists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-StatusOr<json> ReadJsonFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError("cannot open '" + path + "'");
-  in.seekg(0, std::ios::end);
-  std::streamoff size = in.tellg();
-  if (size < 0 || size > kMaxJsonBytes) {
-    return InvalidArgumentError("'" + path + "' is too large for a JSON config");
-  }
-  in.seekg(0);
-  std::string text(static_cast<size_t>(size), '\0');
-  in.read(text.data(), size);
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return InvalidArgumentError("'" + path + "' is not valid JSON");
-  return j;
-}
-
-// Optional integer field: default when absent or null; error when of another type.
-StatusOr<int64_t> IntField(const json& j, const char* key, int64_t def) {
-  if (!j.contains(key) || j[key].is_null()) return def;
-  if (!j[key].is_number_integer()) {
-    return InvalidArgumentError(std::string("config.json: '") + key + "' must be an integer");
-  }
-  return j[key].get<int64_t>();
-}
-
-StatusOr<double> FloatField(const json& j, const char* key, double def) {
-  if (!j.contains(key) || j[key].is_null()) return def;
-  if (!j[key].is_number()) {
-    return InvalidArgumentError(std::string("config.json: '") + key + "' must be a number");
-  }
-  return j[key].get<double>();
-}
-
-bool BoolField(const json& j, const char* key, bool def) {
-  if (!j.contains(key) || !j[key].is_boolean()) return def;
-  return j[key].get<bool>();
 }
 
 // GGUF name -> HF name, for the tensors ExpectedModelTensors lists.
@@ -152,15 +112,12 @@ Status ApplyTokenizerConfig(const json& tc, LoadedModel* model) {
   return OkStatus();
 }
 
-StatusOr<ModelConfig> ParseHfConfig(const json& j) {
-  ModelConfig c;
-  std::string arch_name;
-  if (j.contains("architectures") && j["architectures"].is_array() &&
-      !j["architectures"].empty() && j["architectures"][0].is_string()) {
-    arch_name = j["architectures"][0].get<std::string>();
-  } else if (j.contains("model_type") && j["model_type"].is_string()) {
-    arch_name = j["model_type"].get<std::string>();
-  }
+// The loader's ModelConfig from a config.json's description: a supported architecture, the
+// loader's defaults, and what it cannot run refused or limited.
+StatusOr<ModelConfig> LoaderConfig(const ModelDescription& d) {
+  const std::string& arch_name =
+      d.hf_architecture.empty() ? d.config.architecture : d.hf_architecture;
+  ModelConfig c = d.config;
   if (arch_name == "LlamaForCausalLM" || arch_name == "llama") {
     c.architecture = "llama";
   } else if (arch_name == "MistralForCausalLM" || arch_name == "mistral") {
@@ -172,62 +129,18 @@ StatusOr<ModelConfig> ParseHfConfig(const json& j) {
                               "' (supported: LlamaForCausalLM, MistralForCausalLM, "
                               "Qwen2ForCausalLM)");
   }
-  KV_ASSIGN_OR_RETURN(c.hidden_dim, IntField(j, "hidden_size", 0));
-  KV_ASSIGN_OR_RETURN(c.ffn_dim, IntField(j, "intermediate_size", 0));
-  KV_ASSIGN_OR_RETURN(c.num_layers, IntField(j, "num_hidden_layers", 0));
-  KV_ASSIGN_OR_RETURN(c.num_heads, IntField(j, "num_attention_heads", 0));
-  KV_ASSIGN_OR_RETURN(c.num_kv_heads, IntField(j, "num_key_value_heads", c.num_heads));
-  if (c.num_heads <= 0) return InvalidArgumentError("config.json: num_attention_heads must be positive");
-  KV_ASSIGN_OR_RETURN(c.head_dim, IntField(j, "head_dim", c.hidden_dim / c.num_heads));
-  KV_ASSIGN_OR_RETURN(c.vocab_size, IntField(j, "vocab_size", 0));
-  KV_ASSIGN_OR_RETURN(c.max_seq_len, IntField(j, "max_position_embeddings", 2048));
-  KV_ASSIGN_OR_RETURN(double eps, FloatField(j, "rms_norm_eps", 1e-6));
-  KV_ASSIGN_OR_RETURN(double theta, FloatField(j, "rope_theta", 10000.0));
-  c.norm_eps = static_cast<float>(eps);
-  c.rope.theta = static_cast<float>(theta);
-  c.rope.head_dim = c.head_dim;
-  c.rope.rotary_dim = c.head_dim;
-  c.rope.layout = RopeLayout::kNeox;
-  c.tied_embeddings = BoolField(j, "tie_word_embeddings", false);
-  c.qkv_bias = c.architecture == "qwen2" || BoolField(j, "attention_bias", false);
-  if (c.architecture == "mistral" && j.contains("sliding_window") &&
-      j["sliding_window"].is_number_integer()) {
-    int64_t window = j["sliding_window"].get<int64_t>();
-    if (window > 0 && window < c.max_seq_len) {
-      KV_LOG(WARNING) << "sliding-window attention is not implemented: limiting the context to "
-                      << window << " tokens so results stay exact";
-      c.max_seq_len = window;
-    }
+  if (c.max_seq_len == 0) c.max_seq_len = 2048;  // transformers' default
+  c.qkv_bias = c.qkv_bias || c.architecture == "qwen2";
+  const int64_t window = d.sliding_window_tokens;
+  if (c.architecture == "mistral" && window > 0 && window < c.max_seq_len) {
+    KV_LOG(WARNING) << "sliding-window attention is not implemented: limiting the context to "
+                    << window << " tokens so results stay exact";
+    c.max_seq_len = window;
   }
-  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
-    const json& rs = j["rope_scaling"];
-    if (!rs.is_object()) return InvalidArgumentError("config.json: rope_scaling must be an object");
-    std::string type = rs.contains("rope_type") && rs["rope_type"].is_string()
-                           ? rs["rope_type"].get<std::string>()
-                           : (rs.contains("type") && rs["type"].is_string()
-                                  ? rs["type"].get<std::string>() : "");
-    KV_ASSIGN_OR_RETURN(double factor, FloatField(rs, "factor", 1.0));
-    c.rope.scaling_factor = static_cast<float>(factor);
-    if (type == "linear") {
-      c.rope.scaling = RopeScalingType::kLinear;
-    } else if (type == "llama3") {
-      c.rope.scaling = RopeScalingType::kLlama3;
-      KV_ASSIGN_OR_RETURN(double low, FloatField(rs, "low_freq_factor", 1.0));
-      KV_ASSIGN_OR_RETURN(double high, FloatField(rs, "high_freq_factor", 4.0));
-      KV_ASSIGN_OR_RETURN(c.rope.llama3_original_max_positions,
-                          IntField(rs, "original_max_position_embeddings", 8192));
-      if (!(high > low) || low <= 0.0) {
-        return InvalidArgumentError("config.json: llama3 rope_scaling needs high_freq_factor > "
-                                    "low_freq_factor > 0");
-      }
-      c.rope.llama3_low_freq_factor = static_cast<float>(low);
-      c.rope.llama3_high_freq_factor = static_cast<float>(high);
-    } else if (type == "default" || type.empty()) {
-      c.rope.scaling_factor = 1.0f;
-    } else {
-      return UnimplementedError("config.json: unsupported rope_scaling type '" + type +
-                                "' (supported: linear, llama3)");
-    }
+  const std::string& scaling = d.rope_scaling_type;
+  if (!scaling.empty() && scaling != "default" && scaling != "linear" && scaling != "llama3") {
+    return UnimplementedError("config.json: unsupported rope_scaling type '" + scaling +
+                              "' (supported: linear, llama3)");
   }
   return c;
 }
@@ -236,10 +149,9 @@ StatusOr<ModelConfig> ParseHfConfig(const json& j) {
 
 StatusOr<LoadedModel> LoadHfModel(const std::string& dir, const LoadOptions& options) {
   auto fail = [&](const Status& s) { return s.WithContext("Hugging Face model '" + dir + "'"); };
-  StatusOr<json> cfg = ReadJsonFile(dir + "/config.json");
-  if (!cfg.ok()) return fail(cfg.status());
-  if (!cfg->is_object()) return fail(InvalidArgumentError("config.json is not an object"));
-  StatusOr<ModelConfig> config = ParseHfConfig(*cfg);
+  StatusOr<ModelDescription> description = ReadHfConfigFile(dir + "/config.json");
+  if (!description.ok()) return fail(description.status());
+  StatusOr<ModelConfig> config = LoaderConfig(*description);
   if (!config.ok()) return fail(config.status());
 
   LoadedModel model;

@@ -1,6 +1,8 @@
-// The models `kvserve plan` plans for: what it needs of a model's geometry and weights, from a
-// built-in preset, a Hugging Face config.json (or model folder), a GGUF file's metadata, or a
-// llama2.c checkpoint. Plain functions over a plain value type.
+// The models the capacity planner plans for: what it needs of a model's geometry and weights,
+// from a built-in preset, a Hugging Face config.json (or model folder), a GGUF file's metadata,
+// or a llama2.c checkpoint. Files are read by the model library's one reader per format
+// (model/model_description.h); this file turns a ModelDescription into a PlanModel and
+// estimates parameters from its shapes. Plain functions over a plain value type.
 #pragma once
 
 #include <cstdint>
@@ -9,12 +11,13 @@
 
 #include "base/status.h"
 #include "kv/kv_spec.h"
+#include "model/model_description.h"
 #include "tensor/dtype.h"
 
-namespace kvserve::cli {
+namespace kvserve::plan {
 
 // Longest --max-model-len / max_position_embeddings the planner accepts.
-inline constexpr int64_t kPlanMaxContextTokens = int64_t{1} << 32;
+inline constexpr int64_t kPlanMaxContextTokens = kMaxDescribedContextTokens;
 
 // What the planner needs to know about a model.
 struct PlanModel {
@@ -52,6 +55,17 @@ KvCacheSpec PlanKvCacheSpec(const PlanModel& model, DType dtype, int64_t block_s
 // num_parameters stored at `dtype` (Q8_0: 34 bytes per 32 values), rounded to whole bytes.
 int64_t WeightBytesAt(int64_t num_parameters, DType dtype);
 
+// Parameters implied by a description's shapes: embeddings (and the output projection unless
+// tied), norms, attention (MHA/GQA with optional q/k/v biases, or DeepSeek MLA), dense or
+// mixture-of-experts feed-forward (routed and shared experts, router). DeepSeek V3's
+// multi-token-prediction layers are not counted. 0 when the count does not fit in int64.
+int64_t EstimateParameters(const ModelDescription& description);
+
+// The planner's view of `description`: its KV geometry (MLA when kv_lora_rank > 0), and
+// parameters estimated from the shapes with weights at `dtype`.
+PlanModel PlanModelFromDescription(const ModelDescription& description, const std::string& name,
+                                   const std::string& source, DType dtype);
+
 // Built-in presets: llama-3.3-70b, llama-3.1-8b, mistral-7b, qwen2.5-7b, deepseek-v2-lite,
 // smollm2-135m, qwen2.5-0.5b, llama-3.2-1b (published config.json values).
 std::vector<std::string> PlanPresetNames();
@@ -66,4 +80,4 @@ StatusOr<PlanModel> PlanModelFromHfConfig(const std::string& json_text, const st
 // A GGUF file (metadata only), a Hugging Face folder or config.json, or a llama2.c checkpoint.
 StatusOr<PlanModel> LoadPlanModel(const std::string& path);
 
-}  // namespace kvserve::cli
+}  // namespace kvserve::plan

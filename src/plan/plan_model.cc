@@ -1,0 +1,335 @@
+// The models the planner plans for: presets, parameter estimates, and Hugging Face, GGUF and
+// llama2.c files through the model library's readers (see plan_model.h).
+#include "plan/plan_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "model/gguf.h"
+#include "model/model_config.h"
+#include "model/model_loader.h"
+#include "model/synthetic.h"
+
+namespace kvserve::plan {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Ranges the planner accepts for the KV geometry, so that bytes per token cannot overflow.
+constexpr int64_t kMaxLayers = int64_t{1} << 12;
+constexpr int64_t kMaxHeads = int64_t{1} << 12;
+constexpr int64_t kMaxHeadDim = int64_t{1} << 14;
+constexpr int64_t kMaxLatentDim = int64_t{1} << 16;
+
+Status CheckRange(const std::string& what, int64_t value, int64_t lo, int64_t hi) {
+  if (value < lo || value > hi) {
+    return InvalidArgumentError(what + " = " + std::to_string(value) + " is out of range [" +
+                                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return OkStatus();
+}
+
+// Parameter counts in 128-bit, returned as int64 or 0 (unknown) when they do not fit.
+int64_t ToParams(__int128 v) {
+  return v <= 0 || v > static_cast<__int128>(INT64_MAX) ? 0 : static_cast<int64_t>(v);
+}
+
+// Parameters of a DeepSeek V2/V3 model: embeddings, MLA projections and norms, dense or MoE
+// feed-forward per layer (routed + shared experts + router).
+int64_t MlaParameters(const ModelDescription& d) {
+  const ModelConfig& c = d.config;
+  const __int128 h = c.hidden_dim;
+  const __int128 heads = c.num_heads;
+  const __int128 qk_head = d.qk_nope_head_dim + d.qk_rope_head_dim;
+  __int128 attn = 0;
+  if (d.q_lora_rank > 0) {  // q_a_proj, its norm, q_b_proj
+    attn += h * d.q_lora_rank + d.q_lora_rank + d.q_lora_rank * heads * qk_head;
+  } else {
+    attn += h * heads * qk_head;
+  }
+  attn += h * (d.kv_lora_rank + d.qk_rope_head_dim) + d.kv_lora_rank;  // kv_a_proj + norm
+  attn += d.kv_lora_rank * heads * (d.qk_nope_head_dim + d.v_head_dim);  // kv_b_proj
+  attn += heads * d.v_head_dim * h;                                      // o_proj
+  const __int128 dense_mlp = 3 * h * c.ffn_dim;
+  const __int128 moe_mlp = 3 * h * d.expert_ffn_dim * (d.num_experts + d.num_shared_experts) +
+                           h * d.num_experts;
+  __int128 total = h * c.vocab_size * (c.tied_embeddings ? 1 : 2) + h;  // embeddings, final norm
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const bool moe = d.num_experts > 0 && i >= d.first_dense_layers &&
+                     (d.moe_layer_freq <= 1 || i % d.moe_layer_freq == 0);
+    total += attn + 2 * h + (moe ? moe_mlp : dense_mlp);
+  }
+  return ToParams(total);
+}
+
+// Stored weight bytes of a Hugging Face folder: the index's metadata.total_size, else the
+// sizes of its *.safetensors files; 0 when there are none.
+int64_t HfWeightBytes(const std::string& dir) {
+  StatusOr<json> index = ReadJsonFile(dir + "/model.safetensors.index.json");
+  if (index.ok() && index->contains("metadata") && (*index)["metadata"].is_object()) {
+    const json& metadata = (*index)["metadata"];
+    if (metadata.contains("total_size") && metadata["total_size"].is_number_integer()) {
+      const int64_t total = metadata["total_size"].get<int64_t>();
+      if (total > 0) return total;
+    }
+  }
+  int64_t total = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() == ".safetensors" && it->is_regular_file(ec)) {
+      total += static_cast<int64_t>(it->file_size(ec));
+    }
+  }
+  return total;
+}
+
+// A config.json's description as a PlanModel (see PlanModelFromHfConfig).
+StatusOr<PlanModel> FromHfDescription(const StatusOr<ModelDescription>& described,
+                                      const std::string& source,
+                                      const std::string& default_name) {
+  if (!described.ok()) return described.status().WithContext(source);
+  const ModelDescription& d = *described;
+  const std::string& arch = d.config.architecture;
+  std::string name = default_name.empty() ? (arch.empty() ? "model" : arch) : default_name;
+  if (!d.name_or_path.empty()) {
+    name = d.name_or_path;
+  } else if (default_name.empty() && !d.hf_architecture.empty()) {
+    name = d.hf_architecture;
+  }
+  PlanModel m = PlanModelFromDescription(d, name, source, d.dtype.value_or(DType::kBF16));
+  m.parameters_estimated = m.weights_estimated = true;
+  return m;
+}
+
+// GGUF: the description from its metadata; weights from its tensor infos (no data is read).
+StatusOr<PlanModel> PlanModelFromGguf(const std::string& path) {
+  auto fail = [&](const Status& s) { return s.WithContext("GGUF '" + path + "'"); };
+  StatusOr<std::unique_ptr<GgufFile>> opened = GgufFile::Open(path);
+  if (!opened.ok()) return fail(opened.status());
+  const GgufFile& file = **opened;
+  StatusOr<ModelDescription> d = DescribeGgufModel(file, path);
+  if (!d.ok()) return fail(d.status());
+  // llama.cpp's default KV cache type (--cache-type-k/v f16), whatever the weights.
+  PlanModel m = PlanModelFromDescription(*d, d->config.name, "GGUF " + path, DType::kF16);
+  m.auto_dtype_reason = "llama.cpp's default for GGUF models";
+  // Weights: the tensors as stored; the note names the most common type by bytes.
+  __int128 params = 0;
+  int64_t bytes = 0;
+  std::map<std::string, int64_t> bytes_by_type;
+  for (const GgufTensorInfo& t : file.tensors()) {
+    __int128 n = 1;
+    for (int64_t dim : t.shape) n *= dim;
+    params += n;
+    bytes += static_cast<int64_t>(t.num_bytes);
+    bytes_by_type[DTypeName(t.dtype)] += static_cast<int64_t>(t.num_bytes);
+  }
+  m.num_parameters = ToParams(params);
+  m.weight_bytes = bytes;
+  std::string main_type;
+  int64_t main_bytes = -1;
+  for (const auto& [type, b] : bytes_by_type) {
+    if (b > main_bytes) main_type = type, main_bytes = b;
+  }
+  m.weights_note =
+      main_type.empty() ? "no tensors in the GGUF" : "GGUF tensors, mostly " + main_type;
+  return m;
+}
+
+// A checkpoint only LoadModel understands (llama2.c): its config and weights, f32 compute.
+StatusOr<PlanModel> PlanModelFromLoader(const std::string& path) {
+  KV_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
+  ModelDescription d;
+  d.config = loaded.config;
+  PlanModel m = PlanModelFromDescription(d, d.config.name, loaded.format + " " + path,
+                                         DType::kF32);
+  m.weight_bytes = loaded.WeightBytes();
+  m.weights_note = loaded.WeightTypeSummary() + " (" + loaded.format + " file)";
+  return m;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Presets: published config.json values.
+
+ModelDescription Dense(const char* name, const char* arch, int64_t vocab, int64_t hidden,
+                       int64_t ffn, int64_t layers, int64_t heads, int64_t kv_heads,
+                       int64_t head_dim, int64_t max_seq_len) {
+  ModelDescription d;
+  ModelConfig& c = d.config;
+  c.name = name;
+  c.architecture = arch;
+  c.vocab_size = vocab;
+  c.hidden_dim = hidden;
+  c.ffn_dim = ffn;
+  c.num_layers = layers;
+  c.num_heads = heads;
+  c.num_kv_heads = kv_heads;
+  c.head_dim = head_dim;
+  c.max_seq_len = max_seq_len;
+  c.qkv_bias = std::string(arch) == "qwen2";
+  return d;
+}
+
+// deepseek-ai/DeepSeek-V2-Lite config.json: MLA attention, MoE feed-forward.
+ModelDescription DeepSeekV2Lite() {
+  ModelDescription d =
+      Dense("DeepSeek-V2-Lite", "deepseek_v2", 102400, 2048, 10944, 27, 16, 16, 192, 163840);
+  d.kv_lora_rank = 512;
+  d.q_lora_rank = 0;
+  d.qk_nope_head_dim = 128;
+  d.qk_rope_head_dim = 64;
+  d.v_head_dim = 128;
+  d.num_experts = 64;
+  d.num_shared_experts = 2;
+  d.expert_ffn_dim = 1408;
+  d.first_dense_layers = 1;
+  d.moe_layer_freq = 1;
+  return d;
+}
+
+}  // namespace
+
+std::vector<std::string> PlanPresetNames() {
+  return {"llama-3.3-70b",    "llama-3.1-8b", "mistral-7b",   "qwen2.5-7b",
+          "deepseek-v2-lite", "smollm2-135m", "qwen2.5-0.5b", "llama-3.2-1b"};
+}
+
+StatusOr<PlanModel> PlanModelFromPreset(const std::string& name) {
+  std::optional<ModelDescription> d;
+  if (name == "llama-3.3-70b") {  // meta-llama/Llama-3.3-70B-Instruct
+    d = Dense("Llama-3.3-70B", "llama", 128256, 8192, 28672, 80, 64, 8, 128, 131072);
+  } else if (name == "llama-3.1-8b") {  // meta-llama/Llama-3.1-8B
+    d = Dense("Llama-3.1-8B", "llama", 128256, 4096, 14336, 32, 32, 8, 128, 131072);
+  } else if (name == "mistral-7b") {  // mistralai/Mistral-7B-v0.3 (no sliding window)
+    d = Dense("Mistral-7B-v0.3", "mistral", 32768, 4096, 14336, 32, 32, 8, 128, 32768);
+  } else if (name == "qwen2.5-7b") {  // Qwen/Qwen2.5-7B
+    d = Dense("Qwen2.5-7B", "qwen2", 152064, 3584, 18944, 28, 28, 4, 128, 131072);
+  } else if (name == "deepseek-v2-lite") {
+    d = DeepSeekV2Lite();
+  } else if (name == "smollm2-135m" || name == "qwen2.5-0.5b" || name == "llama-3.2-1b") {
+    // The shapes `kvserve mkmodel` also builds.
+    KV_ASSIGN_OR_RETURN(ModelConfig c, SyntheticPresetConfig(name));
+    d.emplace();
+    d->config = std::move(c);
+  } else {
+    std::string known;
+    for (const std::string& n : PlanPresetNames()) known += (known.empty() ? "" : ", ") + n;
+    return InvalidArgumentError("unknown preset '" + name + "' (known: " + known + ")");
+  }
+  // Weights in the checkpoints' bf16.
+  return PlanModelFromDescription(*d, d->config.name, "preset " + name, DType::kBF16);
+}
+
+int64_t EstimateParameters(const ModelDescription& d) {
+  if (d.is_mla()) return MlaParameters(d);
+  // ModelConfig's count without feed-forward for MoE models, plus every expert (of
+  // expert_ffn_dim, else ffn_dim), the router and the shared experts.
+  ModelConfig c = d.config;
+  if (d.num_experts > 0) c.ffn_dim = 0;
+  const int64_t dense = c.NumParameters();
+  if (dense <= 0) return 0;
+  if (d.num_experts == 0) return dense;
+  const __int128 h = c.hidden_dim;
+  const __int128 expert_ffn = d.expert_ffn_dim > 0 ? d.expert_ffn_dim : d.config.ffn_dim;
+  const __int128 per_layer = 3 * h * expert_ffn * (d.num_experts + d.num_shared_experts) +
+                             h * d.num_experts + 3 * h * d.shared_expert_ffn_dim;
+  return ToParams(dense + per_layer * c.num_layers);
+}
+
+PlanModel PlanModelFromDescription(const ModelDescription& d, const std::string& name,
+                                   const std::string& source, DType dtype) {
+  const ModelConfig& c = d.config;
+  PlanModel m;
+  m.name = name;
+  m.source = source;
+  m.architecture = c.architecture.empty() ? "unknown" : c.architecture;
+  m.num_layers = c.num_layers;
+  m.num_heads = c.num_heads;
+  m.num_kv_heads = c.num_kv_heads;
+  m.head_dim = c.head_dim;
+  if (d.is_mla()) {  // DeepSeek V2/V3: the latent and the RoPE key are cached
+    m.kv_layout = KvLayout::kMlaLatent;
+    m.kv_lora_rank = d.kv_lora_rank;
+    m.qk_rope_head_dim = d.qk_rope_head_dim;
+  }
+  m.hidden_dim = c.hidden_dim;
+  m.vocab_size = c.vocab_size;
+  m.max_context_tokens = c.max_seq_len;
+  m.dtype = dtype;
+  m.num_parameters = EstimateParameters(d);
+  m.weight_bytes = WeightBytesAt(m.num_parameters, dtype);
+  m.weights_note = DTypeName(dtype);
+  return m;
+}
+
+StatusOr<PlanModel> PlanModelFromHfConfig(const std::string& json_text, const std::string& source,
+                                          const std::string& default_name) {
+  return FromHfDescription(DescribeHfConfigText(json_text), source, default_name);
+}
+
+StatusOr<PlanModel> LoadPlanModel(const std::string& path) {
+  std::error_code ec;
+  const bool is_dir = fs::is_directory(path, ec);
+  if (is_dir || fs::path(path).extension() == ".json") {
+    std::string dir = is_dir ? path : fs::path(path).parent_path().string();
+    if (dir.empty()) dir = ".";
+    const std::string config = is_dir ? path + "/config.json" : path;
+    const fs::path canonical = fs::weakly_canonical(fs::absolute(dir, ec), ec);
+    KV_ASSIGN_OR_RETURN(const json j, ReadJsonFile(config));
+    KV_ASSIGN_OR_RETURN(PlanModel m, FromHfDescription(DescribeHfConfig(j), config,
+                                                       ec ? "" : canonical.filename().string()));
+    const int64_t stored = HfWeightBytes(dir);
+    if (stored > 0) {
+      m.weight_bytes = stored;
+      m.weights_note = "safetensors files";
+      m.weights_estimated = false;
+    }
+    return m;
+  }
+  if (IsGgufFile(path)) return PlanModelFromGguf(path);
+  if (!fs::exists(path, ec)) return NotFoundError("cannot open '" + path + "'");
+  return PlanModelFromLoader(path);
+}
+
+Status ValidatePlanModel(const PlanModel& m) {
+  KV_RETURN_IF_ERROR(CheckRange("num_layers", m.num_layers, 1, kMaxLayers));
+  if (m.kv_layout == KvLayout::kSeparateKv) {
+    KV_RETURN_IF_ERROR(CheckRange("num_kv_heads", m.num_kv_heads, 1, kMaxHeads));
+    KV_RETURN_IF_ERROR(CheckRange("head_dim", m.head_dim, 1, kMaxHeadDim));
+  } else {
+    KV_RETURN_IF_ERROR(CheckRange("kv_lora_rank", m.kv_lora_rank, 1, kMaxLatentDim));
+    KV_RETURN_IF_ERROR(CheckRange("qk_rope_head_dim", m.qk_rope_head_dim, 0, kMaxHeadDim));
+  }
+  return OkStatus();
+}
+
+KvCacheSpec PlanKvCacheSpec(const PlanModel& m, DType dtype, int64_t block_size) {
+  KvCacheSpec spec;
+  spec.layout = m.kv_layout;
+  spec.num_layers = m.num_layers;
+  if (m.kv_layout == KvLayout::kSeparateKv) {
+    spec.num_kv_heads = m.num_kv_heads;
+    spec.head_dim = m.head_dim;
+  } else {
+    spec.latent_dim = m.kv_lora_rank;
+    spec.rope_dim = m.qk_rope_head_dim;
+  }
+  spec.dtype = dtype;
+  spec.block_size = block_size;
+  return spec;
+}
+
+int64_t WeightBytesAt(int64_t num_parameters, DType dtype) {
+  const double bytes_per_parameter =
+      static_cast<double>(DTypeBlockBytes(dtype)) / static_cast<double>(DTypeBlockElems(dtype));
+  return static_cast<int64_t>(
+      std::llround(static_cast<double>(num_parameters) * bytes_per_parameter));
+}
+
+}  // namespace kvserve::plan
