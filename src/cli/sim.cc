@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/hash.h"
+#include "base/percentile.h"
 #include "base/str_format.h"
 #include "base/check.h"
 #include "cli/cli_util.h"
@@ -204,15 +205,6 @@ namespace {
 // kNoToken.
 TokenId OutputToken(SeqId id) { return static_cast<TokenId>(-2 - id); }
 
-// The q-quantile (0..1) of `v` (nearest rank); 0 for an empty vector. Reorders v.
-double Quantile(std::vector<double>* v, double q) {
-  if (v->empty()) return 0.0;
-  const double rank = std::ceil(q * static_cast<double>(v->size()));
-  const size_t k = static_cast<size_t>(std::clamp(rank - 1.0, 0.0, static_cast<double>(v->size() - 1)));
-  std::nth_element(v->begin(), v->begin() + static_cast<std::ptrdiff_t>(k), v->end());
-  return (*v)[k];
-}
-
 double Mean(const std::vector<double>& v) {
   double sum = 0.0;
   for (double x : v) sum += x;
@@ -381,9 +373,9 @@ StatusOr<SimRow> SimulateCapacity(const std::vector<TraceRequest>& trace, const 
   row.readmit_hits_tokens = readmit.prefix_hits_tokens;
   row.mean_queue_s = Mean(queue_s);
   row.max_queue_s = queue_s.empty() ? 0.0 : *std::max_element(queue_s.begin(), queue_s.end());
-  row.p99_queue_s = Quantile(&queue_s, 0.99);
+  row.p99_queue_s = Percentile(queue_s, 99.0);
   row.mean_ttft_s = Mean(ttft_s);
-  row.p99_ttft_s = Quantile(&ttft_s, 0.99);
+  row.p99_ttft_s = Percentile(ttft_s, 99.0);
   row.elapsed_s = SecondsSince(start);
   return row;
 }

@@ -201,9 +201,9 @@ TEST(SimTest, StepsFollowTheSchedulerBudget) {
   EXPECT_NEAR(row->end_s, 0.56, 1e-12);
   EXPECT_NEAR(row->mean_queue_s, 0.09, 1e-12);
   EXPECT_NEAR(row->max_queue_s, 0.18, 1e-12);
-  EXPECT_NEAR(row->p99_queue_s, 0.18, 1e-12);
+  EXPECT_NEAR(row->p99_queue_s, 0.18 * 0.99, 1e-12);  // base/percentile.h: {0, 0.18} at 99%
   EXPECT_NEAR(row->mean_ttft_s, (0.18 + 0.46) / 2, 1e-12);
-  EXPECT_NEAR(row->p99_ttft_s, 0.46, 1e-12);
+  EXPECT_NEAR(row->p99_ttft_s, 0.18 + 0.99 * (0.46 - 0.18), 1e-12);
   EXPECT_EQ(row->peak_blocks_in_use, 3 + 2);  // A's 9 tokens + B's 7
 
   // Without chunked prefill B's prompt waits for a step with room for all of it.
