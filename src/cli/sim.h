@@ -1,5 +1,5 @@
 // `kvserve sim`: replays a request trace (Mooncake JSONL: timestamp, input_length,
-// output_length, hash_ids) through the real Scheduler and KvCacheManager (block pool + radix
+// output_length, hash_ids; trace/trace.h parses it) through the real Scheduler and KvCacheManager (block pool + radix
 // prefix cache) without running a model, for a sweep of cache capacities, and reports
 // prefix-cache hit rates (tokens and blocks), evictions and miss reasons beside the rate an
 // unbounded cache would reach, with the queueing, TTFT and preemptions the scheduler produced.
@@ -38,24 +38,9 @@
 
 #include "base/status.h"
 #include "kv/kv_cache_manager.h"
+#include "trace/trace.h"
 
 namespace kvserve::cli {
-
-// One request of a trace.
-struct TraceRequest {
-  int64_t timestamp_ms = 0;
-  int64_t input_tokens = 0;
-  int64_t output_tokens = 0;
-  std::vector<int64_t> hash_ids;  // one per hash block of the prompt (the last may be partial)
-};
-
-// Parses Mooncake JSONL text (one JSON object per line; blank lines skipped). Checks that
-// input_length fits its hash ids: (n - 1) * H < input_length <= n * H, and that token ids stay
-// within int32. Errors name the line.
-StatusOr<std::vector<TraceRequest>> ParseMooncakeTrace(std::string_view text,
-                                                       int64_t hash_block_tokens);
-StatusOr<std::vector<TraceRequest>> LoadMooncakeTrace(const std::string& path,
-                                                      int64_t hash_block_tokens);
 
 // The prompt's token ids (see the file comment); the second form reuses `tokens`' memory.
 std::vector<TokenId> TracePromptTokens(const TraceRequest& request, int64_t hash_block_tokens);

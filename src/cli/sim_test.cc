@@ -30,7 +30,7 @@ const std::string kTrace =
 int64_t Miss(const SimRow& r, R reason) { return r.stats.miss_tokens[static_cast<int>(reason)]; }
 
 TraceRequest Req(int64_t ts, int64_t in, int64_t out, std::vector<int64_t> ids) {
-  return TraceRequest{ts, in, out, std::move(ids)};
+  return TraceRequest{static_cast<double>(ts), in, out, std::move(ids)};
 }
 
 // Multi-turn conversations: every request starts with the shared id 0 (a system prompt);
@@ -59,55 +59,6 @@ std::vector<TraceRequest> SyntheticTrace(int num_requests, int64_t hash_block_to
     trace.push_back(Req(ts, input, 1 + static_cast<int64_t>(rng() % 10), ids));
   }
   return trace;
-}
-
-TEST(SimTraceTest, ParsesMooncakeLines) {
-  const std::string text =
-      "{\"timestamp\": 0, \"input_length\": 6, \"output_length\": 2, \"hash_ids\": [0, 1]}\n"
-      "\n"
-      "{\"timestamp\": 27.4, \"input_length\": 4, \"output_length\": 0, \"hash_ids\": [5]}\r\n";
-  auto trace = ParseMooncakeTrace(text, 4);
-  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
-  ASSERT_EQ(trace->size(), 2u);
-  EXPECT_EQ((*trace)[0].input_tokens, 6);
-  EXPECT_EQ((*trace)[0].output_tokens, 2);
-  EXPECT_THAT((*trace)[0].hash_ids, ElementsAre(0, 1));
-  EXPECT_EQ((*trace)[1].timestamp_ms, 27);
-}
-
-TEST(SimTraceTest, RejectsBadLinesNamingThem) {
-  struct Case {
-    std::string line;
-    std::string message;
-  };
-  const std::vector<Case> cases = {
-      {"not json", "line 2: not a JSON object"},
-      {"{\"input_length\": 4, \"output_length\": 0, \"hash_ids\": [1]}", "missing \"timestamp\""},
-      {"{\"timestamp\": 0, \"input_length\": 9, \"output_length\": 0, \"hash_ids\": [1, 2]}",
-       "input_length 9 does not fit 2 hash blocks of 4 tokens"},
-      {"{\"timestamp\": 0, \"input_length\": 4, \"output_length\": 0, \"hash_ids\": [1, 2]}",
-       "input_length 4 does not fit"},
-      {"{\"timestamp\": 0, \"input_length\": 4, \"output_length\": 0, \"hash_ids\": [-1]}",
-       "non-negative"},
-      {"{\"timestamp\": 0, \"input_length\": 4, \"output_length\": 0, \"hash_ids\": []}",
-       "non-empty"},
-      {"{\"timestamp\": 0, \"input_length\": 4, \"output_length\": -1, \"hash_ids\": [1]}",
-       "\"output_length\" is below 0"},
-      {"{\"timestamp\": 0, \"input_length\": 4, \"output_length\": 0, \"hash_ids\": [1000000000]}",
-       "too large for int32"},
-  };
-  const std::string good =
-      "{\"timestamp\": 0, \"input_length\": 4, \"output_length\": 0, \"hash_ids\": [1]}\n";
-  for (const Case& c : cases) {
-    auto trace = ParseMooncakeTrace(good + c.line + "\n", 4);
-    ASSERT_FALSE(trace.ok()) << c.line;
-    EXPECT_EQ(trace.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_THAT(trace.status().message(), HasSubstr(c.message));
-    EXPECT_THAT(trace.status().message(), HasSubstr("line 2"));
-  }
-  EXPECT_FALSE(ParseMooncakeTrace("\n\n", 4).ok());
-  EXPECT_EQ(LoadMooncakeTrace("/nonexistent/trace.jsonl", 4).status().code(),
-            StatusCode::kNotFound);
 }
 
 TEST(SimTraceTest, PromptTokensFollowHashIds) {
@@ -477,7 +428,7 @@ TEST(SimCliTest, ReplaysAFileAndReportsErrors) {
 // The real Mooncake trace (first 1000 requests) through a small and a large cache.
 TEST(SimCliTest, MooncakeTraceSlice) {
   if (!std::filesystem::exists(kTrace)) GTEST_SKIP() << "no " << kTrace << " (trace asset absent)";
-  auto trace = LoadMooncakeTrace(kTrace, 512);
+  auto trace = LoadMooncakeTrace(kTrace, kMooncakeTraceBlockTokens);
   ASSERT_TRUE(trace.ok()) << trace.status().ToString();
   EXPECT_EQ(trace->size(), 12031u);
   trace->resize(1000);
