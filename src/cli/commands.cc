@@ -8,7 +8,6 @@
 
 #include "cli/generate.h"
 #include "cli/plan.h"
-#include "cli/sim.h"
 
 namespace kvserve::cli {
 

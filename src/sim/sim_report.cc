@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "base/str_format.h"
-#include "cli/sim.h"
+#include "sim/sim.h"
 
-namespace kvserve::cli {
+namespace kvserve::sim {
 namespace {
 
 // part / whole, 0 for an empty whole.
@@ -192,4 +192,4 @@ std::string FormatSimJson(const SimReport& rep) {
   return j.dump(2) + "\n";
 }
 
-}  // namespace kvserve::cli
+}  // namespace kvserve::sim

@@ -30,7 +30,6 @@
 // threads at once (RunSim does).
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -40,16 +39,15 @@
 #include "kv/kv_cache_manager.h"
 #include "trace/trace.h"
 
-namespace kvserve::cli {
+namespace kvserve::sim {
 
 // The prompt's token ids (see the file comment); the second form reuses `tokens`' memory.
 std::vector<TokenId> TracePromptTokens(const TraceRequest& request, int64_t hash_block_tokens);
 void TracePromptTokens(const TraceRequest& request, int64_t hash_block_tokens,
                        std::vector<TokenId>* tokens);
 
-// The command line of `kvserve sim`.
+// What to replay and how (the flags of `kvserve sim`, registered in cli/sim_cmd.cc).
 struct SimOptions {
-  std::string trace_path;
   int64_t block_tokens = 512;       // KV block size of the simulated cache
   int64_t hash_block_tokens = 512;  // tokens per trace hash id (Mooncake: 512)
   // Capacities to replay, in blocks; empty: the equivalent of 1k, 2k, 5k, 10k, 20k, 50k and
@@ -71,8 +69,11 @@ struct SimOptions {
   bool enable_prefix_caching = true;
   int threads = 0;                // capacities replayed in parallel (0: one per core)
   bool check_invariants = false;  // Scheduler::check_invariants() after every step
-  std::string format = "text";    // text | json
 };
+
+// InvalidArgument naming the flag for an option that cannot work. SimulateCapacity and RunSim
+// check it too.
+Status ValidateSimOptions(const SimOptions& options);
 
 // The outcome of one replay.
 struct SimRow {
@@ -95,7 +96,7 @@ struct SimRow {
   int64_t num_decode_tokens = 0;
   // Simulated seconds: queueing delay (arrival to the start of the step that first scheduled
   // the request) and time to first token (arrival to the end of the step that sampled it),
-  // over finished requests.
+  // over finished requests; p99 as base/percentile.h defines it (linear interpolation).
   double mean_queue_s = 0.0;
   double p99_queue_s = 0.0;
   double max_queue_s = 0.0;
@@ -144,10 +145,4 @@ StatusOr<SimReport> RunSim(const std::vector<TraceRequest>& trace, const SimOpti
 std::string FormatSimText(const SimReport& report);
 std::string FormatSimJson(const SimReport& report);
 
-// Loads the trace, runs, prints the report on stdout; returns the exit status.
-int RunSimCommand(const SimOptions& options);
-
-// Registers `kvserve sim` on `app`.
-void AddSimCommand(CLI::App& app, int* exit_code);
-
-}  // namespace kvserve::cli
+}  // namespace kvserve::sim

@@ -1,9 +1,8 @@
-// Tests of `kvserve sim`: trace parsing, prompt tokens, exact replays of small traces through
-// the Scheduler (hits, step timing, preemption), the replay against the analytic unbounded
-// count, and the binary.
-#include "cli/sim.h"
-
-#include <sys/wait.h>
+// Tests of the trace simulator: prompt tokens, exact replays of small traces through the
+// Scheduler (hits, step timing, preemption), the replay against the analytic unbounded count,
+// the real Mooncake trace. The `kvserve sim` binary: cli/sim_cmd_test.cc; the trace parser:
+// trace/trace_test.cc.
+#include "sim/sim.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -17,49 +16,18 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-namespace kvserve::cli {
+#include "sim/sim_test_util.h"
+
+namespace kvserve::sim {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using R = PrefixMissReason;
 
-const std::string kTrace =
-    std::string(KVSERVE_ASSETS_DIR) + "/traces/mooncake/conversation_trace.jsonl";
+const std::string kTrace = MooncakeTracePath();
 
 int64_t Miss(const SimRow& r, R reason) { return r.stats.miss_tokens[static_cast<int>(reason)]; }
-
-TraceRequest Req(int64_t ts, int64_t in, int64_t out, std::vector<int64_t> ids) {
-  return TraceRequest{static_cast<double>(ts), in, out, std::move(ids)};
-}
-
-// Multi-turn conversations: every request starts with the shared id 0 (a system prompt);
-// a turn extends an earlier turn of its conversation by a few new ids.
-std::vector<TraceRequest> SyntheticTrace(int num_requests, int64_t hash_block_tokens,
-                                         uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<std::vector<int64_t>> conversations;
-  std::vector<TraceRequest> trace;
-  int64_t next_id = 1;
-  int64_t ts = 0;
-  for (int i = 0; i < num_requests; ++i) {
-    std::vector<int64_t> ids;
-    if (conversations.empty() || rng() % 3 == 0) {
-      ids = {0};
-      conversations.push_back({});
-    } else {
-      ids = conversations[rng() % conversations.size()];
-    }
-    for (int k = 1 + static_cast<int>(rng() % 3); k > 0; --k) ids.push_back(next_id++);
-    conversations[rng() % conversations.size()] = ids;
-    const int64_t n = static_cast<int64_t>(ids.size());
-    const int64_t input =
-        (n - 1) * hash_block_tokens + 1 + static_cast<int64_t>(rng() % hash_block_tokens);
-    ts += static_cast<int64_t>(rng() % 400);
-    trace.push_back(Req(ts, input, 1 + static_cast<int64_t>(rng() % 10), ids));
-  }
-  return trace;
-}
 
 TEST(SimTraceTest, PromptTokensFollowHashIds) {
   const TraceRequest r = Req(0, 6, 0, {3, 7});
@@ -356,77 +324,8 @@ TEST(SimTest, RunSimValidatesOptionsAndSweeps) {
   EXPECT_EQ(j["options"]["max_num_batched_tokens"], 8192);
 }
 
-std::string RunBinary(const std::string& args, int* exit_code) {
-  const std::string cmd = std::string(KVSERVE_BINARY) + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  const int status = ::pclose(p);
-  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
-}
-
-TEST(SimCliTest, ReplaysAFileAndReportsErrors) {
-  const std::string path = ::testing::TempDir() + "/sim_test_trace.jsonl";
-  {
-    std::ofstream f(path);
-    for (const TraceRequest& r : SyntheticTrace(40, 512, 9)) {
-      nlohmann::json j = {{"timestamp", r.timestamp_ms},
-                          {"input_length", r.input_tokens},
-                          {"output_length", r.output_tokens},
-                          {"hash_ids", r.hash_ids}};
-      f << j.dump() << "\n";
-    }
-  }
-  int rc = -1;
-  std::string out =
-      RunBinary("sim --trace " + path + " --kv-cache-blocks 20,1000 --format json", &rc);
-  ASSERT_EQ(rc, 0) << out;
-  const auto j = nlohmann::json::parse(out);
-  ASSERT_EQ(j["rows"].size(), 2u);
-  EXPECT_EQ(j["rows"][0]["capacity_blocks"], 20);
-  EXPECT_EQ(j["rows"][1]["capacity_blocks"], 1000);
-  EXPECT_EQ(j["num_requests"], 40);
-  EXPECT_GT(j["unbounded"]["hit_rate_tokens"].get<double>(), 0.0);
-
-  out =
-      RunBinary("sim --trace " + path + " --kv-cache-blocks 1000 --no-enable-prefix-caching", &rc);
-  ASSERT_EQ(rc, 0) << out;
-  EXPECT_THAT(out, HasSubstr("prefix caching off"));
-  EXPECT_THAT(out, HasSubstr("chunked prefill on"));
-
-  // The scheduler flags reach the scheduler: without chunked prefill the budget must hold the
-  // longest request, and a tiny cache preempts.
-  out = RunBinary("sim --trace " + path + " --kv-cache-blocks 1000 --no-enable-chunked-prefill",
-                  &rc);
-  EXPECT_EQ(rc, 1) << out;
-  EXPECT_THAT(out, HasSubstr("chunked prefill disabled"));
-  out = RunBinary("sim --trace " + path +
-                      " --kv-cache-blocks 1000 --no-enable-chunked-prefill "
-                      "--max-num-batched-tokens 65536 --max-model-len 60000 --max-num-seqs 4 "
-                      "--format json",
-                  &rc);
-  ASSERT_EQ(rc, 0) << out;
-  const auto nc = nlohmann::json::parse(out);
-  EXPECT_EQ(nc["options"]["enable_chunked_prefill"], false);
-  EXPECT_EQ(nc["rows"][0]["max_model_len"], 60000);
-  EXPECT_EQ(nc["rows"][0]["num_requests"], 40);
-
-  out = RunBinary("sim --trace /nonexistent.jsonl", &rc);
-  EXPECT_EQ(rc, 1);
-  EXPECT_THAT(out, HasSubstr("error: "));
-  out = RunBinary("sim --trace " + path + " --block-tokens 0", &rc);
-  EXPECT_EQ(rc, 1);
-  EXPECT_THAT(out, HasSubstr("--block-tokens"));
-  out = RunBinary("sim", &rc);
-  EXPECT_EQ(rc, 2);  // --trace is required: a parse error
-  std::remove(path.c_str());
-}
-
 // The real Mooncake trace (first 1000 requests) through a small and a large cache.
-TEST(SimCliTest, MooncakeTraceSlice) {
+TEST(SimTest, MooncakeTraceSlice) {
   if (!std::filesystem::exists(kTrace)) GTEST_SKIP() << "no " << kTrace << " (trace asset absent)";
   auto trace = LoadMooncakeTrace(kTrace, kMooncakeTraceBlockTokens);
   ASSERT_TRUE(trace.ok()) << trace.status().ToString();
@@ -447,27 +346,5 @@ TEST(SimCliTest, MooncakeTraceSlice) {
   EXPECT_EQ(Miss(*large, R::kNeverSeen), Miss(unbounded, R::kNeverSeen));
 }
 
-// The binary on the first 1000 requests of the real trace, every default capacity: quick, and
-// the hit rate grows with the capacity up to the unbounded one.
-TEST(SimCliTest, MooncakeTraceBinary) {
-  if (!std::filesystem::exists(kTrace)) GTEST_SKIP() << "no " << kTrace << " (trace asset absent)";
-  int rc = -1;
-  const std::string out =
-      RunBinary("sim --trace " + kTrace + " --max-requests 1000 --format json", &rc);
-  ASSERT_EQ(rc, 0) << out;
-  const auto j = nlohmann::json::parse(out);
-  ASSERT_EQ(j["rows"].size(), 7u);
-  EXPECT_EQ(j["num_requests"], 1000);
-  double previous = 0.0;
-  for (const auto& row : j["rows"]) {
-    EXPECT_EQ(row["num_requests"].get<int64_t>() + row["num_rejected"].get<int64_t>(), 1000);
-    EXPECT_GE(row["hit_rate_tokens"].get<double>(), previous - 0.005) << row.dump();
-    previous = row["hit_rate_tokens"].get<double>();
-    EXPECT_GT(row["end_s"].get<double>(), 0.0);
-  }
-  EXPECT_LE(previous, j["unbounded"]["hit_rate_tokens"].get<double>());
-  EXPECT_LT(j["elapsed_s"].get<double>(), 60.0);
-}
-
 }  // namespace
-}  // namespace kvserve::cli
+}  // namespace kvserve::sim

@@ -1,29 +1,22 @@
 // `kvserve sim`: prefix-cache replay of a request trace (see sim.h and docs/prefix-caching.md).
-#include "cli/sim.h"
+#include "sim/sim.h"
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <cstdarg>
-#include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <thread>
 #include <unordered_set>
 #include <utility>
-
-#include <nlohmann/json.hpp>
 
 #include "base/hash.h"
 #include "base/percentile.h"
 #include "base/str_format.h"
 #include "base/check.h"
-#include "cli/cli_util.h"
 #include "runtime/scheduler.h"
 
-namespace kvserve::cli {
+namespace kvserve::sim {
 namespace {
 
 // Largest capacity replayed: the block pool's bookkeeping is ~40 bytes per block.
@@ -54,7 +47,13 @@ double Ratio(int64_t a, int64_t b) {
   return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
 }
 
-Status ValidateOptions(const SimOptions& o) {
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+Status ValidateSimOptions(const SimOptions& o) {
   if (o.block_tokens < 1 || o.block_tokens > (1 << 20)) {
     return InvalidArgumentError("--block-tokens must be in [1, 1048576]");
   }
@@ -87,13 +86,8 @@ Status ValidateOptions(const SimOptions& o) {
                                          static_cast<long long>(kMaxCapacityBlocks)));
     }
   }
-  if (o.format != "text" && o.format != "json") {
-    return InvalidArgumentError("--format must be text or json");
-  }
   return OkStatus();
 }
-
-}  // namespace
 
 double SimRow::token_hit_rate() const {
   return Ratio(stats.prefix_hits_tokens, stats.prefix_queries_tokens);
@@ -136,7 +130,7 @@ double Mean(const std::vector<double>& v) {
 
 StatusOr<SimRow> SimulateCapacity(const std::vector<TraceRequest>& trace, const SimOptions& o,
                                   int64_t capacity_blocks) {
-  KV_RETURN_IF_ERROR(ValidateOptions(o));
+  KV_RETURN_IF_ERROR(ValidateSimOptions(o));
   if (capacity_blocks < 1 || capacity_blocks > kMaxCapacityBlocks) {
     return InvalidArgumentError("capacity out of range");
   }
@@ -351,7 +345,7 @@ SimRow SimulateUnbounded(const std::vector<TraceRequest>& trace, const SimOption
 }
 
 StatusOr<SimReport> RunSim(const std::vector<TraceRequest>& full_trace, const SimOptions& o) {
-  KV_RETURN_IF_ERROR(ValidateOptions(o));
+  KV_RETURN_IF_ERROR(ValidateSimOptions(o));
   SimReport rep;
   rep.options = o;
   std::vector<TraceRequest> trace(
@@ -405,76 +399,4 @@ StatusOr<SimReport> RunSim(const std::vector<TraceRequest>& full_trace, const Si
   return rep;
 }
 
-int RunSimCommand(const SimOptions& o) {
-  if (o.trace_path.empty()) return ReportError(InvalidArgumentError("--trace FILE is required"));
-  Status valid = ValidateOptions(o);
-  if (!valid.ok()) return ReportError(valid);
-  StatusOr<std::vector<TraceRequest>> trace = LoadMooncakeTrace(o.trace_path, o.hash_block_tokens);
-  if (!trace.ok()) return ReportError(trace.status());
-  StatusOr<SimReport> rep = RunSim(*trace, o);
-  if (!rep.ok()) return ReportError(rep.status());
-  const size_t slash = o.trace_path.find_last_of('/');
-  rep->trace_name = slash == std::string::npos ? o.trace_path : o.trace_path.substr(slash + 1);
-  const std::string text = o.format == "json" ? FormatSimJson(*rep) : FormatSimText(*rep);
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  return 0;
-}
-
-void AddSimCommand(CLI::App& app, int* exit_code) {
-  auto opts = std::make_shared<SimOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "sim",
-      "Replay a request trace (Mooncake JSONL with hash_ids) through the scheduler, KV cache "
-      "manager and radix prefix cache, without a model, and report prefix hit rates, evictions and miss "
-      "reasons for a range of cache capacities, beside an unbounded cache.");
-  cmd->add_option("--trace", opts->trace_path, "Trace file (Mooncake JSONL)")->required();
-  cmd->add_option("--block-tokens,--block-size", opts->block_tokens, "Tokens per KV block")
-      ->capture_default_str();
-  cmd->add_option("--hash-block-tokens", opts->hash_block_tokens,
-                  "Tokens per trace hash id (Mooncake traces: 512)")
-      ->capture_default_str();
-  cmd->add_option("--kv-cache-blocks", opts->capacities_blocks,
-                  "Cache capacities to replay, in blocks (comma-separated or repeated; default: "
-                  "the equivalent of 1k,2k,5k,10k,20k,50k,100k blocks of 512 tokens)")
-      ->delimiter(',');
-  cmd->add_option("--decode-tokens-per-s", opts->decode_tokens_per_s,
-                  "Engine steps per second without prefill (a step lasts 1/this seconds plus its "
-                  "prefill tokens / --prefill-tokens-per-s)")
-      ->capture_default_str();
-  cmd->add_option("--prefill-tokens-per-s", opts->prefill_tokens_per_s,
-                  "Engine prefill throughput (prompt and recomputed tokens per second)")
-      ->capture_default_str();
-  cmd->add_option("--max-num-batched-tokens", opts->max_num_batched_tokens,
-                  "Scheduler token budget per step")
-      ->capture_default_str();
-  cmd->add_option("--max-num-seqs", opts->max_num_seqs, "Sequences per step")
-      ->capture_default_str();
-  cmd->add_option("--max-model-len", opts->max_model_len,
-                  "Prompt + output tokens per request (0: the trace's longest; capped to each "
-                  "capacity)")
-      ->capture_default_str();
-  cmd->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill",
-                opts->enable_chunked_prefill, "Split long prompts over steps (default: on)");
-  cmd->add_option("--long-prefill-token-threshold", opts->long_prefill_token_threshold,
-                  "Most tokens one request computes in a step (0: no cap)")
-      ->capture_default_str();
-  cmd->add_option("--max-requests", opts->max_requests, "Replay only the first N requests (0: all)")
-      ->capture_default_str();
-  cmd->add_option("--tenants", opts->tenants,
-                  "Give request i the cache salt i % N (tenants never share blocks)")
-      ->capture_default_str();
-  cmd->add_option("--threads", opts->threads,
-                  "Capacities replayed in parallel (0: one thread per core)")
-      ->capture_default_str();
-  cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", opts->enable_prefix_caching,
-                "Reuse cached prefix blocks (default: on)");
-  cmd->add_option("--format,--output-format", opts->format, "text or json")
-      ->check(CLI::IsMember({"text", "json"}))
-      ->capture_default_str();
-  cmd->add_flag("--check-invariants", opts->check_invariants,
-                "Check the scheduler's and cache manager's invariants after every step (slow)")
-      ->group("");
-  cmd->callback([opts, exit_code]() { *exit_code = RunSimCommand(*opts); });
-}
-
-}  // namespace kvserve::cli
+}  // namespace kvserve::sim
