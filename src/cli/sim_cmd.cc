@@ -7,6 +7,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/scheduler_flags.h"
 #include "sim/sim.h"
 #include "trace/trace.h"
 
@@ -62,19 +63,10 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--prefill-tokens-per-s", opts->prefill_tokens_per_s,
                   "Engine prefill throughput (prompt and recomputed tokens per second)")
       ->capture_default_str();
-  cmd->add_option("--max-num-batched-tokens", opts->max_num_batched_tokens,
-                  "Scheduler token budget per step")
-      ->capture_default_str();
-  cmd->add_option("--max-num-seqs", opts->max_num_seqs, "Sequences per step")
-      ->capture_default_str();
+  AddSchedulerFlags(cmd, &opts->scheduler);
   cmd->add_option("--max-model-len", opts->max_model_len,
                   "Prompt + output tokens per request (0: the trace's longest; capped to each "
                   "capacity)")
-      ->capture_default_str();
-  cmd->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill",
-                opts->enable_chunked_prefill, "Split long prompts over steps (default: on)");
-  cmd->add_option("--long-prefill-token-threshold", opts->long_prefill_token_threshold,
-                  "Most tokens one request computes in a step (0: no cap)")
       ->capture_default_str();
   cmd->add_option("--max-requests", opts->max_requests, "Replay only the first N requests (0: all)")
       ->capture_default_str();
@@ -84,8 +76,6 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--threads", opts->threads,
                   "Capacities replayed in parallel (0: one thread per core)")
       ->capture_default_str();
-  cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", opts->enable_prefix_caching,
-                "Reuse cached prefix blocks (default: on)");
   cmd->add_option("--format,--output-format", flags->format, "text or json")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();

@@ -66,15 +66,9 @@ Status ValidateSimOptions(const SimOptions& o) {
   if (!(o.prefill_tokens_per_s > 0) || !std::isfinite(o.prefill_tokens_per_s)) {
     return InvalidArgumentError("--prefill-tokens-per-s must be a positive number");
   }
-  if (o.max_num_seqs < 1) return InvalidArgumentError("--max-num-seqs must be at least 1");
-  if (o.max_num_batched_tokens < o.max_num_seqs) {
-    return InvalidArgumentError("--max-num-batched-tokens must be at least --max-num-seqs");
-  }
+  KV_RETURN_IF_ERROR(ValidateSchedulerFlags(o.scheduler));
   if (o.max_model_len < 0 || o.max_model_len == 1) {
     return InvalidArgumentError("--max-model-len must be 0 (from the trace) or at least 2");
-  }
-  if (o.long_prefill_token_threshold < 0) {
-    return InvalidArgumentError("--long-prefill-token-threshold must be >= 0");
   }
   if (o.max_requests < 0) return InvalidArgumentError("--max-requests must be >= 0");
   if (o.tenants < 1) return InvalidArgumentError("--tenants must be at least 1");
@@ -149,27 +143,25 @@ StatusOr<SimRow> SimulateCapacity(const std::vector<TraceRequest>& trace, const 
   }
   KvCacheManager kv({.num_blocks = capacity_blocks,
                      .block_size = bs,
-                     .enable_prefix_caching = o.enable_prefix_caching,
+                     .enable_prefix_caching = o.scheduler.enable_prefix_caching,
                      .eviction_history_size = std::max<int64_t>(1, 2 * num_seq_blocks)});
-  SchedulerConfig config;
-  config.max_num_batched_tokens = o.max_num_batched_tokens;
-  config.max_num_seqs = o.max_num_seqs;
-  config.max_model_len =
-      std::max<int64_t>(2, std::min(o.max_model_len > 0 ? o.max_model_len : longest_tokens,
-                                    capacity_tokens));
-  config.enable_chunked_prefill = o.enable_chunked_prefill;
-  config.long_prefill_token_threshold = o.long_prefill_token_threshold;
+  const std::string where =
+      StrFormat("capacity %lld blocks", static_cast<long long>(capacity_blocks));
+  StatusOr<SchedulerConfig> resolved = ResolveSchedulerConfig(
+      o.scheduler, std::max<int64_t>(2, std::min(o.max_model_len > 0 ? o.max_model_len
+                                                                      : longest_tokens,
+                                                 capacity_tokens)));
+  if (!resolved.ok()) return resolved.status().WithContext(where);
+  SchedulerConfig config = *std::move(resolved);
   config.model_namespace = "sim";
   StatusOr<std::unique_ptr<Scheduler>> created = Scheduler::Create(config, &kv);
-  if (!created.ok()) {
-    return created.status().WithContext(
-        StrFormat("capacity %lld blocks", static_cast<long long>(capacity_blocks)));
-  }
+  if (!created.ok()) return created.status().WithContext(where);
   Scheduler& sched = **created;
 
   SimRow row;
   row.capacity_blocks = capacity_blocks;
   row.max_model_len = config.max_model_len;
+  row.max_num_batched_tokens = config.max_num_batched_tokens;
   const std::vector<size_t> order = ArrivalOrder(trace);
   auto arrival_s = [&](size_t i) { return static_cast<double>(trace[i].timestamp_ms) / 1000.0; };
   // Per request (index = SeqId): whether the sim believes it holds a sequence now, whether it

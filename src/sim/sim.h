@@ -37,6 +37,7 @@
 
 #include "base/status.h"
 #include "kv/kv_cache_manager.h"
+#include "runtime/engine_policy.h"
 #include "trace/trace.h"
 
 namespace kvserve::sim {
@@ -57,16 +58,13 @@ struct SimOptions {
   // seconds (a decode-only step: 25 ms by default).
   double decode_tokens_per_s = 40.0;
   double prefill_tokens_per_s = 100000.0;
-  // The scheduler's flags (SchedulerConfig).
-  int64_t max_num_batched_tokens = 8192;
-  int64_t max_num_seqs = 256;
+  // The scheduler flags, as serve and generate take them (runtime/engine_policy.h), resolved
+  // per capacity by ResolveSchedulerConfig; the sim's default budget is 8192 tokens per step.
+  SchedulerFlags scheduler{.max_num_batched_tokens = 8192};
   // 0: the largest prompt + max(1, output) of the trace. Capped to each capacity in tokens.
   int64_t max_model_len = 0;
-  bool enable_chunked_prefill = true;
-  int64_t long_prefill_token_threshold = 0;
   int64_t max_requests = 0;  // replay only the first N requests (0: all)
   int64_t tenants = 1;       // cache salts given round robin (request i: salt i % tenants)
-  bool enable_prefix_caching = true;
   int threads = 0;                // capacities replayed in parallel (0: one per core)
   bool check_invariants = false;  // Scheduler::check_invariants() after every step
 };
@@ -86,6 +84,7 @@ struct SimRow {
   int64_t num_rejected = 0;  // prompt >= max_model_len: add_request refused it
   int64_t num_clipped = 0;   // prompt + output > max_model_len: output cut to fit
   int64_t max_model_len = 0;
+  int64_t max_num_batched_tokens = 0;  // the step budget the flags resolved to
   // Preemptions (SchedulerStats::num_preemptions_total) and the lookups of the re-admissions
   // they caused (prompt + output so far, and how much of it the cache still held).
   int64_t num_preemptions = 0;

@@ -106,8 +106,8 @@ TEST(SimTest, StepsFollowTheSchedulerBudget) {
   o.hash_block_tokens = 4;
   o.decode_tokens_per_s = 10;
   o.prefill_tokens_per_s = 100;
-  o.max_num_batched_tokens = 8;
-  o.max_num_seqs = 2;
+  o.scheduler.max_num_batched_tokens = 8;
+  o.scheduler.max_num_seqs = 2;
   o.check_invariants = true;
   auto row = SimulateCapacity(trace, o, 100);
   ASSERT_TRUE(row.ok()) << row.status().ToString();
@@ -126,14 +126,14 @@ TEST(SimTest, StepsFollowTheSchedulerBudget) {
   EXPECT_EQ(row->peak_blocks_in_use, 3 + 2);  // A's 9 tokens + B's 7
 
   // Without chunked prefill B's prompt waits for a step with room for all of it.
-  o.enable_chunked_prefill = false;
-  o.max_num_batched_tokens = 16;
+  o.scheduler.enable_chunked_prefill = false;
+  o.scheduler.max_num_batched_tokens = 16;
   row = SimulateCapacity(trace, o, 100);
   ASSERT_TRUE(row.ok()) << row.status().ToString();
   EXPECT_EQ(row->num_steps, 2);  // both prompts in step 1, both decodes in step 2
   EXPECT_NEAR(row->end_s, 0.26 + 0.1, 1e-12);
   // ... and the scheduler refuses a budget smaller than max_model_len (10 here).
-  o.max_num_batched_tokens = 8;
+  o.scheduler.max_num_batched_tokens = 8;
   EXPECT_EQ(SimulateCapacity(trace, o, 100).status().code(), StatusCode::kInvalidArgument);
 }
 
@@ -201,8 +201,8 @@ TEST(SimTest, BoundedReplaysAgreeWithTheUnboundedCount) {
       o.hash_block_tokens = 4;
       o.tenants = tenants;
       o.decode_tokens_per_s = 5;  // 200 ms steps: requests overlap
-      o.max_num_batched_tokens = 16;
-      o.max_num_seqs = 8;
+      o.scheduler.max_num_batched_tokens = 16;
+      o.scheduler.max_num_seqs = 8;
       const SimRow unbounded = SimulateUnbounded(trace, o);
       EXPECT_GT(unbounded.stats.prefix_hits_tokens, 0);
       if (tenants > 1) {
@@ -264,7 +264,7 @@ TEST(SimTest, DisabledPrefixCachingHitsNothing) {
   SimOptions o;
   o.block_tokens = 4;
   o.hash_block_tokens = 4;
-  o.enable_prefix_caching = false;
+  o.scheduler.enable_prefix_caching = false;
   o.check_invariants = true;
   auto row = SimulateCapacity(SyntheticTrace(100, 4, 3), o, 200);
   ASSERT_TRUE(row.ok());
@@ -288,15 +288,15 @@ TEST(SimTest, RunSimValidatesOptionsAndSweeps) {
   o.decode_tokens_per_s = 0;
   EXPECT_EQ(RunSim(trace, o).status().code(), StatusCode::kInvalidArgument);
   o.decode_tokens_per_s = 40;
-  o.max_num_batched_tokens = 100;  // below --max-num-seqs (256)
+  o.scheduler.max_num_batched_tokens = 100;  // below --max-num-seqs (256)
   EXPECT_EQ(RunSim(trace, o).status().code(), StatusCode::kInvalidArgument);
-  o.max_num_batched_tokens = 8192;
+  o.scheduler.max_num_batched_tokens = 8192;
   o.max_model_len = 1;
   EXPECT_EQ(RunSim(trace, o).status().code(), StatusCode::kInvalidArgument);
   o.max_model_len = 0;
-  o.long_prefill_token_threshold = -1;
+  o.scheduler.long_prefill_token_threshold = -1;
   EXPECT_EQ(RunSim(trace, o).status().code(), StatusCode::kInvalidArgument);
-  o.long_prefill_token_threshold = 0;
+  o.scheduler.long_prefill_token_threshold = 0;
   o.max_requests = 20;
   o.threads = 2;
   auto rep = RunSim(trace, o);
