@@ -23,12 +23,13 @@ ALLOWED = {
     "model": {"kernels", "kv", "tokenizer", "tensor", "base"},
     "runtime": {"model", "kv", "sampling", "tokenizer", "tensor", "base"},
     "eval": {"runtime", "model", "kv", "sampling", "tokenizer", "tensor", "base"},
-    "sim": {"runtime", "loadgen", "kv", "sampling", "tokenizer", "base"},
+    "trace": {"base"},
+    "sim": {"runtime", "kv", "trace", "base"},
     "plan": {"model", "kv", "tokenizer", "tensor", "base"},
     "chat": {"model", "tokenizer", "base"},
     "server": {"runtime", "model", "kv", "sampling", "tokenizer", "tensor", "base"},
-    "loadgen": {"base"},
-    "cli": {"server", "chat", "loadgen", "eval", "sim", "plan", "runtime", "model", "kv",
+    "loadgen": {"trace", "base"},
+    "cli": {"server", "chat", "loadgen", "eval", "sim", "trace", "plan", "runtime", "model", "kv",
             "sampling", "tokenizer", "kernels", "tensor", "base"},
 }
 

@@ -141,21 +141,4 @@ int64_t OutputParameters(const LoadedModel& model) {
   return model.config.vocab_size * model.config.hidden_dim;
 }
 
-int64_t StepTokenBudget(int64_t flag, int64_t max_num_seqs, bool enable_chunked_prefill,
-                        int64_t max_model_len) {
-  if (flag > 0) return flag;
-  int64_t budget = std::max<int64_t>(2048, max_num_seqs);
-  if (!enable_chunked_prefill) budget = std::max(budget, max_model_len);
-  return budget;
-}
-
-std::vector<TokenId> EndOfGenerationIds(const Tokenizer& tokenizer, int64_t vocab_size,
-                                        bool llama2c) {
-  std::vector<TokenId> ids;
-  for (TokenId t = 0; t < vocab_size; ++t) {
-    if (tokenizer.IsEndOfGeneration(t) || (llama2c && t == tokenizer.bos_id())) ids.push_back(t);
-  }
-  return ids;
-}
-
 }  // namespace kvserve::cli

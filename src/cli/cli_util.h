@@ -70,15 +70,4 @@ int64_t ParametersPerToken(const LoadedModel& model);
 // applies it to the last prompt token only.
 int64_t OutputParameters(const LoadedModel& model);
 
-// The engine settings `serve` and `generate --prompts-file` derive the same way.
-// The step token budget: `flag` (--max-num-batched-tokens) when > 0, else vLLM's default,
-// max(2048, max_num_seqs), raised to max_model_len without chunked prefill (a prompt is then
-// computed in one step).
-int64_t StepTokenBudget(int64_t flag, int64_t max_num_seqs, bool enable_chunked_prefill,
-                        int64_t max_model_len);
-// Token ids that end generation: the tokenizer's end-of-generation ids, plus BOS for llama2.c
-// checkpoints (their stories end with BOS).
-std::vector<TokenId> EndOfGenerationIds(const Tokenizer& tokenizer, int64_t vocab_size,
-                                        bool llama2c);
-
 }  // namespace kvserve::cli

@@ -8,7 +8,7 @@
 
 #include "cli/generate.h"
 #include "cli/plan.h"
-#include "cli/sim.h"
+#include "cli/scheduler_flags.h"
 
 namespace kvserve::cli {
 
@@ -53,19 +53,9 @@ void AddGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--no-bos", opts->no_bos, "Do not add the BOS token to the prompt");
   cmd->add_option("--prompts-file", opts->prompts_file,
                   "Run every line of this file as a prompt, all together through the engine "
-                  "(continuous batching); report throughput, TTFT and TPOT. json: one object "
-                  "per prompt in file order, then a summary object");
-  cmd->add_option("--max-num-seqs", opts->max_num_seqs,
-                  "With --prompts-file: most sequences in one step")
-      ->capture_default_str();
-  cmd->add_option("--max-num-batched-tokens", opts->max_num_batched_tokens,
-                  "With --prompts-file: token budget of one step (default 2048)");
-  cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching",
-                opts->enable_prefix_caching,
-                "With --prompts-file: reuse the KV of shared prompt prefixes (default on)");
-  cmd->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill",
-                opts->enable_chunked_prefill,
-                "With --prompts-file: split long prompts over steps (default on)");
+                  "(continuous batching, under the Scheduler flags); report throughput, TTFT "
+                  "and TPOT. json: one object per prompt in file order, then a summary object");
+  AddSchedulerFlags(cmd, &opts->scheduler);  // used with --prompts-file
   AddKvCacheFlags(cmd, &opts->kv);
   // Hidden options for benchmarks and tests.
   cmd->add_option("--prompt-ids", opts->prompt_ids, "Prompt as token ids")->group("");

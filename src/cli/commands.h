@@ -15,6 +15,8 @@ void AddConvertCommand(CLI::App& app, int* exit_code);
 void AddEvalCommand(CLI::App& app, int* exit_code);
 // `kvserve template`: renders a chat template (cli/template_cmd.cc).
 void AddTemplateCommand(CLI::App& app, int* exit_code);
+// `kvserve sim` (cli/sim_cmd.cc): trace replay through the scheduler and prefix cache.
+void AddSimCommand(CLI::App& app, int* exit_code);
 // `kvserve bench serve` (cli/bench_serve.cc): load generator for OpenAI-compatible servers.
 void AddBenchCommand(CLI::App& app, int* exit_code);
 

@@ -16,6 +16,7 @@
 #include "model/synthetic.h"
 #include "runtime/engine.h"
 #include "runtime/engine_core.h"
+#include "runtime/engine_policy.h"
 
 namespace kvserve::cli {
 namespace {
@@ -80,12 +81,6 @@ int RunPromptsFile(const GenerateOptions& options, LlamaModel& model, const Toke
     return ReportError(InvalidArgumentError(
         "the model carries no tokenizer; pass one with --tokenizer PATH"));
   }
-  if (options.max_num_seqs < 1) {
-    return ReportError(InvalidArgumentError("--max-num-seqs must be >= 1"));
-  }
-  if (options.max_num_batched_tokens < 0) {
-    return ReportError(InvalidArgumentError("--max-num-batched-tokens must be >= 1"));
-  }
   const int64_t num_requests = static_cast<int64_t>(prompts->size());
 
   const int threads = options.threads > 0 ? options.threads : ThreadPool::HardwareThreads();
@@ -95,21 +90,19 @@ int RunPromptsFile(const GenerateOptions& options, LlamaModel& model, const Toke
   KvCacheConfig kvc = *kv_config;
   const int64_t max_model_len =
       kvc.max_model_len > 0 ? kvc.max_model_len : model.config().max_seq_len;
-  const int64_t budget = StepTokenBudget(options.max_num_batched_tokens, options.max_num_seqs,
-                                         options.enable_chunked_prefill, max_model_len);
+  auto scheduler = ResolveSchedulerConfig(options.scheduler, max_model_len);
+  if (!scheduler.ok()) return ReportError(scheduler.status());
   // One-shot sizing: room for the sequences that can run at once (unless a budget flag says).
-  kvc.default_num_sequences = std::min(num_requests, options.max_num_seqs);
-  kvc.max_num_batched_tokens = budget;
+  kvc.default_num_sequences = std::min(num_requests, scheduler->max_num_seqs);
+  kvc.max_num_batched_tokens = scheduler->max_num_batched_tokens;
   auto kv = CreateKvCacheWithBanner(model, tokenizer, kvc, &pool);
   if (!kv.ok()) return ReportError(kv.status());
 
   EngineOptions eo;
-  eo.enable_prefix_caching = options.enable_prefix_caching;
+  eo.enable_prefix_caching = options.scheduler.enable_prefix_caching;
   eo.tokenizer = tokenizer;
+  eo.scheduler = *scheduler;
   eo.scheduler.max_model_len = kv->max_model_len;
-  eo.scheduler.max_num_seqs = options.max_num_seqs;
-  eo.scheduler.max_num_batched_tokens = budget;
-  eo.scheduler.enable_chunked_prefill = options.enable_chunked_prefill;
   eo.scheduler.model_namespace = model.config().name;
   eo.scheduler.eos_token_ids =
       EndOfGenerationIds(*tokenizer, model.config().vocab_size, llama2c);
@@ -354,16 +347,20 @@ int RunGenerateCommand(const GenerateOptions& options) {
   auto kv_config = ResolveKvCacheFlags(options.kv);
   if (!kv_config.ok()) return ReportError(kv_config.status());
   KvCacheConfig kvc = *kv_config;
-  kvc.max_num_batched_tokens = options.max_num_batched_tokens;  // 0: max_model_len
+  const int64_t max_model_len =
+      kvc.max_model_len > 0 ? kvc.max_model_len : model->config().max_seq_len;
+  SchedulerFlags flags = options.scheduler;
+  flags.max_num_seqs = 1;
+  if (flags.max_num_batched_tokens == 0) flags.max_num_batched_tokens = max_model_len;
+  auto scheduler = ResolveSchedulerConfig(flags, max_model_len);
+  if (!scheduler.ok()) return ReportError(scheduler.status());
+  kvc.max_num_batched_tokens = scheduler->max_num_batched_tokens;
   auto kv = CreateKvCacheWithBanner(*model, tokenizer.get(), kvc, &pool);
   if (!kv.ok()) return ReportError(kv.status());
   EngineCoreOptions co;
-  co.enable_prefix_caching = options.enable_prefix_caching;
+  co.enable_prefix_caching = flags.enable_prefix_caching;
+  co.scheduler = *scheduler;
   co.scheduler.max_model_len = kv->max_model_len;
-  co.scheduler.max_num_seqs = 1;
-  co.scheduler.max_num_batched_tokens =
-      options.max_num_batched_tokens > 0 ? options.max_num_batched_tokens : kv->max_model_len;
-  co.scheduler.enable_chunked_prefill = options.enable_chunked_prefill;
   co.scheduler.model_namespace = model->config().name;
   if (tokenizer != nullptr) {
     co.scheduler.eos_token_ids = EndOfGenerationIds(*tokenizer, vocab_size, llama2c);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/kv_flags.h"
+#include "runtime/engine_policy.h"
 #include "sampling/sampler.h"
 
 namespace kvserve::cli {
@@ -29,12 +30,8 @@ struct GenerateOptions {
   // --prompts-file: one prompt per line (empty lines skipped), all run through the engine
   // together; reports throughput, time to first token and time per output token.
   std::string prompts_file;
-  // Engine flags (vLLM names and defaults); used with --prompts-file.
-  int64_t max_num_seqs = 256;           // --max-num-seqs
-  int64_t max_num_batched_tokens = 0;   // --max-num-batched-tokens; 0: 2048 (at least
-                                        // max_num_seqs; max_model_len without chunked prefill)
-  bool enable_prefix_caching = true;    // --enable-prefix-caching / --no-enable-prefix-caching
-  bool enable_chunked_prefill = true;   // --enable-chunked-prefill / --no-enable-chunked-prefill
+  // Engine flags (vLLM names and defaults; cli/scheduler_flags.h); used with --prompts-file.
+  SchedulerFlags scheduler;
 };
 
 // Runs the whole command; returns the process exit status. Errors print "error: ...".

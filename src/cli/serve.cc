@@ -17,6 +17,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/kv_flags.h"
+#include "cli/scheduler_flags.h"
 #include "model/llama.h"
 #include "model/synthetic.h"
 #include "runtime/engine.h"
@@ -34,12 +35,7 @@ struct ServeOptions {
   std::string api_key;
   KvCacheFlags kv;
   double gpu_memory_utilization = -1.0;  // < 0: not given
-  bool enable_prefix_caching = true;
-  bool enable_chunked_prefill = true;
-  int64_t max_num_batched_tokens = 0;  // 0: 2048 (at least max_num_seqs)
-  int64_t max_num_seqs = 256;
-  int64_t long_prefill_token_threshold = 0;
-  std::string scheduling_policy = "fcfs";
+  SchedulerFlags scheduler;
   int64_t max_queue_len = 256;
   int64_t kv_default_sequences = 8;
   int threads = 0;
@@ -123,7 +119,8 @@ StatusOr<std::shared_ptr<ServeChat>> LoadServeChat(const std::string& model_path
 }
 
 int RunServe(const ServeOptions& o) {
-  if (o.max_num_seqs < 1) return ReportError(InvalidArgumentError("--max-num-seqs must be >= 1"));
+  Status scheduler_flags = ValidateSchedulerFlags(o.scheduler);
+  if (!scheduler_flags.ok()) return ReportError(scheduler_flags);
   if (o.max_queue_len < 0) return ReportError(InvalidArgumentError("--max-queue-len must be >= 0"));
   if (o.port < 0 || o.port > 65535) {
     return ReportError(InvalidArgumentError("--port must be in [0, 65535]"));
@@ -182,10 +179,10 @@ int RunServe(const ServeOptions& o) {
   if (o.gpu_memory_utilization >= 0.0) kvc.memory_utilization = o.gpu_memory_utilization;
   const int64_t max_model_len =
       kvc.max_model_len > 0 ? kvc.max_model_len : model->config().max_seq_len;
-  const int64_t budget = StepTokenBudget(o.max_num_batched_tokens, o.max_num_seqs,
-                                         o.enable_chunked_prefill, max_model_len);
-  kvc.default_num_sequences = std::min(o.max_num_seqs, o.kv_default_sequences);
-  kvc.max_num_batched_tokens = budget;
+  auto scheduler = ResolveSchedulerConfig(o.scheduler, max_model_len);
+  if (!scheduler.ok()) return ReportError(scheduler.status());
+  kvc.default_num_sequences = std::min(scheduler->max_num_seqs, o.kv_default_sequences);
+  kvc.max_num_batched_tokens = scheduler->max_num_batched_tokens;
   auto kv = CreateKvCacheWithBanner(*model, tokenizer.get(), kvc, &pool);
   if (!kv.ok()) return ReportError(kv.status());
   // Commit the KV pages now: the resident size is then stable from the first request on.
@@ -196,15 +193,10 @@ int RunServe(const ServeOptions& o) {
 
   // 4. Engine.
   EngineOptions eo;
-  eo.enable_prefix_caching = o.enable_prefix_caching;
+  eo.enable_prefix_caching = o.scheduler.enable_prefix_caching;
   eo.tokenizer = tokenizer.get();
+  eo.scheduler = *scheduler;
   eo.scheduler.max_model_len = kv->max_model_len;
-  eo.scheduler.max_num_seqs = o.max_num_seqs;
-  eo.scheduler.max_num_batched_tokens = budget;
-  eo.scheduler.enable_chunked_prefill = o.enable_chunked_prefill;
-  eo.scheduler.long_prefill_token_threshold = o.long_prefill_token_threshold;
-  eo.scheduler.policy =
-      o.scheduling_policy == "priority" ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs;
   eo.scheduler.model_namespace = model->config().name;
   eo.scheduler.eos_token_ids =
       EndOfGenerationIds(*tokenizer, model->config().vocab_size, llama2c);
@@ -246,9 +238,10 @@ int RunServe(const ServeOptions& o) {
                "--max-num-batched-tokens %lld, --max-queue-len %lld; prefix caching %s, chunked "
                "prefill %s; %d threads; API key %s; chat template: %s\n",
                name.c_str(), static_cast<long long>(kv->max_model_len),
-               static_cast<long long>(o.max_num_seqs), static_cast<long long>(budget),
-               static_cast<long long>(o.max_queue_len), o.enable_prefix_caching ? "on" : "off",
-               o.enable_chunked_prefill ? "on" : "off", threads,
+               static_cast<long long>(eo.scheduler.max_num_seqs),
+               static_cast<long long>(eo.scheduler.max_num_batched_tokens),
+               static_cast<long long>(o.max_queue_len), eo.enable_prefix_caching ? "on" : "off",
+               eo.scheduler.enable_chunked_prefill ? "on" : "off", threads,
                o.api_key.empty() ? "off" : "required", chat->description.c_str());
   std::fprintf(stderr,
                "serve: listening on %s (OpenAI API under /v1, metrics at /metrics, health at "
@@ -302,22 +295,7 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                   "Without --kv-cache-memory or --(gpu-)memory-utilization: size the KV cache "
                   "for this many full --max-model-len sequences (at most --max-num-seqs)")
       ->capture_default_str();
-  cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", o->enable_prefix_caching,
-                "Reuse the KV of shared prompt prefixes across requests (default on)");
-  cmd->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", o->enable_chunked_prefill,
-                "Split long prompts over steps so that decodes keep going (default on)");
-  cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens,
-                  "Token budget of one engine step (default 2048, at least --max-num-seqs)");
-  cmd->add_option("--max-num-seqs", o->max_num_seqs, "Most sequences in one engine step")
-      ->capture_default_str();
-  cmd->add_option("--long-prefill-token-threshold", o->long_prefill_token_threshold,
-                  "Most prompt tokens of one request in a step (0: no cap)")
-      ->capture_default_str();
-  cmd->add_option("--scheduling-policy", o->scheduling_policy,
-                  "fcfs: by arrival; priority: by the request's 'priority' (lower first), then "
-                  "arrival")
-      ->check(CLI::IsMember({"fcfs", "priority"}))
-      ->capture_default_str();
+  AddSchedulerFlags(cmd, &o->scheduler);
   cmd->add_option("--max-queue-len", o->max_queue_len,
                   "Requests that may wait beyond the --max-num-seqs running ones; more get HTTP "
                   "503")

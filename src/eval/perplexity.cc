@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
+#include "base/percentile.h"
 
 namespace kvserve::eval {
 namespace {
@@ -131,17 +132,6 @@ TokenScore ScoreToken(const float* test_logits, const float* base_logits, int64_
   return s;
 }
 
-double SortedPercentile(const std::vector<double>& sorted, double q) {
-  KV_CHECK(!sorted.empty());
-  if (q <= 0.0) return sorted.front();
-  if (q >= 1.0) return sorted.back();
-  const double p = q * static_cast<double>(sorted.size() - 1);
-  const size_t i = static_cast<size_t>(p);
-  const double frac = p - static_cast<double>(i);
-  const size_t j = std::min(i + 1, sorted.size() - 1);
-  return (1.0 - frac) * sorted[i] + frac * sorted[j];
-}
-
 PerplexityResult SummarizeScores(const std::vector<TokenScore>& scores, bool has_base) {
   PerplexityResult r;
   r.num_scored_tokens = static_cast<int64_t>(scores.size());
@@ -172,10 +162,10 @@ PerplexityResult SummarizeScores(const std::vector<TokenScore>& scores, bool has
   k.mean_kld = MeanOf(kld);
   k.kld_stderr = StderrOf(kld, k.mean_kld);
   std::sort(kld.begin(), kld.end());
-  k.median_kld = SortedPercentile(kld, 0.5);
-  k.p90_kld = SortedPercentile(kld, 0.90);
-  k.p99_kld = SortedPercentile(kld, 0.99);
-  k.p999_kld = SortedPercentile(kld, 0.999);
+  k.median_kld = PercentileOfSorted(kld, 50.0);
+  k.p90_kld = PercentileOfSorted(kld, 90.0);
+  k.p99_kld = PercentileOfSorted(kld, 99.0);
+  k.p999_kld = PercentileOfSorted(kld, 99.9);
   k.max_kld = kld.back();
   k.top1_agreement = same / n;
   k.top1_agreement_stderr = std::sqrt(k.top1_agreement * (1.0 - k.top1_agreement) / n);

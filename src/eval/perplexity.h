@@ -54,10 +54,6 @@ struct TokenScore {
 TokenScore ScoreToken(const float* test_logits, const float* base_logits, int64_t vocab_size,
                       TokenId next_token);
 
-// The q-quantile (0 <= q <= 1) of `sorted` (ascending, not empty), interpolating linearly
-// between neighbours as llama.cpp's KLD report does.
-double SortedPercentile(const std::vector<double>& sorted, double q);
-
 // KL-divergence figures of a run against its base (present only with a base run).
 struct KldSummary {
   double base_perplexity = 0.0;
@@ -65,6 +61,7 @@ struct KldSummary {
   double ln_ppl_ratio_stderr = 0.0;
   double mean_kld = 0.0;
   double kld_stderr = 0.0;           // standard error of mean_kld
+  // Percentiles as base/percentile.h defines them (linear interpolation, as llama.cpp).
   double median_kld = 0.0;
   double p90_kld = 0.0;
   double p99_kld = 0.0;

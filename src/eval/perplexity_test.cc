@@ -59,15 +59,6 @@ TEST(ScoreTokenTest, LargeLogitsStayFinite) {
   EXPECT_NEAR(s.nll, 2000.0, 1e-3);  // token 2 sits 2000 below the top logit
 }
 
-TEST(SortedPercentileTest, InterpolatesLikeLlamaCpp) {
-  const std::vector<double> v = {1.0, 2.0, 3.0, 4.0, 5.0};
-  EXPECT_DOUBLE_EQ(SortedPercentile(v, 0.0), 1.0);
-  EXPECT_DOUBLE_EQ(SortedPercentile(v, 0.5), 3.0);
-  EXPECT_DOUBLE_EQ(SortedPercentile(v, 0.99), 4.96);
-  EXPECT_DOUBLE_EQ(SortedPercentile(v, 1.0), 5.0);
-  EXPECT_DOUBLE_EQ(SortedPercentile({7.0}, 0.99), 7.0);
-}
-
 TEST(SummarizeScoresTest, PerplexityAndKldFigures) {
   std::vector<TokenScore> scores(4);
   const double nll[] = {1.0, 2.0, 3.0, 2.0};

@@ -258,41 +258,7 @@ StatusOr<std::vector<BenchRequest>> ParseShareGptDataset(std::string_view json_t
   return TakeFirst(std::move(out), o.num_prompts);
 }
 
-StatusOr<std::vector<TraceRow>> ParseMooncakeTrace(std::string_view text) {
-  std::vector<TraceRow> rows;
-  const std::vector<std::string_view> lines = SplitLines(text);
-  for (size_t li = 0; li < lines.size(); ++li) {
-    if (IsBlank(lines[li])) continue;
-    json j = json::parse(lines[li].begin(), lines[li].end(), nullptr, false);
-    if (j.is_discarded() || !j.is_object()) {
-      return InvalidArgumentError(LineError(li, "not a JSON object"));
-    }
-    TraceRow row;
-    auto ts = j.find("timestamp");
-    auto in = j.find("input_length");
-    auto out = j.find("output_length");
-    if (ts == j.end() || !ts->is_number()) return InvalidArgumentError(LineError(li, "no numeric timestamp"));
-    if (in == j.end() || !in->is_number_integer()) return InvalidArgumentError(LineError(li, "no integer input_length"));
-    if (out == j.end() || !out->is_number_integer()) return InvalidArgumentError(LineError(li, "no integer output_length"));
-    row.timestamp_ms = ts->get<double>();
-    row.input_len = in->get<int64_t>();
-    row.output_len = out->get<int64_t>();
-    if (row.input_len < 1) return InvalidArgumentError(LineError(li, "input_length must be >= 1"));
-    if (row.output_len < 0) return InvalidArgumentError(LineError(li, "output_length must be >= 0"));
-    auto h = j.find("hash_ids");
-    if (h != j.end()) {
-      if (!h->is_array()) return InvalidArgumentError(LineError(li, "hash_ids must be an array"));
-      for (const json& id : *h) {
-        if (!id.is_number_integer()) return InvalidArgumentError(LineError(li, "hash_ids must be integers"));
-        row.hash_ids.push_back(id.get<int64_t>());
-      }
-    }
-    rows.push_back(std::move(row));
-  }
-  return rows;
-}
-
-StatusOr<std::vector<TraceRow>> ParseAzureTrace(std::string_view text) {
+StatusOr<std::vector<TraceRequest>> ParseAzureTrace(std::string_view text) {
   const std::vector<std::string_view> lines = SplitLines(text);
   size_t li = 0;
   while (li < lines.size() && IsBlank(lines[li])) ++li;
@@ -314,7 +280,7 @@ StatusOr<std::vector<TraceRow>> ParseAzureTrace(std::string_view text) {
     return InvalidArgumentError(
         "Azure trace: the header must name TIMESTAMP, ContextTokens and GeneratedTokens");
   }
-  std::vector<TraceRow> rows;
+  std::vector<TraceRequest> rows;
   double first_ms = 0.0;
   for (++li; li < lines.size(); ++li) {
     if (IsBlank(lines[li])) continue;
@@ -326,16 +292,16 @@ StatusOr<std::vector<TraceRow>> ParseAzureTrace(std::string_view text) {
     if (cells.size() < need) return InvalidArgumentError(LineError(li, "too few columns"));
     std::optional<double> ts = ParseTimestampMs(cells[static_cast<size_t>(ts_col)]);
     if (!ts) return InvalidArgumentError(LineError(li, "bad TIMESTAMP '" + cells[static_cast<size_t>(ts_col)] + "'"));
-    TraceRow row;
+    TraceRequest row;
     char* end = nullptr;
     const std::string& in_s = cells[static_cast<size_t>(in_col)];
     const std::string& out_s = cells[static_cast<size_t>(out_col)];
-    row.input_len = std::strtoll(in_s.c_str(), &end, 10);
-    if (in_s.empty() || *end != '\0' || row.input_len < 0) {
+    row.input_tokens = std::strtoll(in_s.c_str(), &end, 10);
+    if (in_s.empty() || *end != '\0' || row.input_tokens < 0) {
       return InvalidArgumentError(LineError(li, "bad ContextTokens '" + in_s + "'"));
     }
-    row.output_len = std::strtoll(out_s.c_str(), &end, 10);
-    if (out_s.empty() || *end != '\0' || row.output_len < 0) {
+    row.output_tokens = std::strtoll(out_s.c_str(), &end, 10);
+    if (out_s.empty() || *end != '\0' || row.output_tokens < 0) {
       return InvalidArgumentError(LineError(li, "bad GeneratedTokens '" + out_s + "'"));
     }
     if (rows.empty()) first_ms = *ts;
@@ -345,23 +311,25 @@ StatusOr<std::vector<TraceRow>> ParseAzureTrace(std::string_view text) {
   return rows;
 }
 
-std::vector<int32_t> MooncakePromptTokens(const TraceRow& row, int64_t tokens_per_hash_id,
-                                          int32_t vocab_begin, int32_t vocab_end,
-                                          uint64_t fallback_seed) {
+std::vector<int32_t> MooncakePromptTokens(const TraceRequest& row,
+                                          int64_t tokens_per_hash_id, int32_t vocab_begin,
+                                          int32_t vocab_end) {
   KV_CHECK_GT(tokens_per_hash_id, 0);
   KV_CHECK_LT(vocab_begin, vocab_end);
   const int64_t h = tokens_per_hash_id;
   // Same number of blocks as the trace: scale the length by H / 512, rounding up.
-  const int64_t len = std::max<int64_t>(1, (row.input_len * h + kMooncakeTraceBlockTokens - 1) /
-                                               kMooncakeTraceBlockTokens);
+  const int64_t len = std::max<int64_t>(
+      1, (row.input_tokens * h + kMooncakeTraceBlockTokens - 1) / kMooncakeTraceBlockTokens);
+  // The parser's input_length check (at most 512 tokens per hash id) keeps every token inside
+  // a hash block.
+  KV_CHECK_LE(len, static_cast<int64_t>(row.hash_ids.size()) * h) << "input_tokens "
+                                                                   << row.input_tokens;
   const uint64_t range = static_cast<uint64_t>(vocab_end - vocab_begin);
   std::vector<int32_t> ids(static_cast<size_t>(len));
   for (int64_t p = 0; p < len; ++p) {
-    const size_t b = static_cast<size_t>(p / h);
-    const uint64_t key = b < row.hash_ids.size()
-                             ? HashCombine(0x6d6f6f6e ^ static_cast<uint64_t>(row.hash_ids[b]),
-                                   static_cast<uint64_t>(p % h))
-                             : HashCombine(fallback_seed, static_cast<uint64_t>(p));
+    const uint64_t key = HashCombine(
+        0x6d6f6f6e ^ static_cast<uint64_t>(row.hash_ids[static_cast<size_t>(p / h)]),
+        static_cast<uint64_t>(p % h));
     ids[static_cast<size_t>(p)] = vocab_begin + static_cast<int32_t>(key % range);
   }
   return ids;
@@ -404,30 +372,32 @@ StatusOr<std::vector<BenchRequest>> BuildDataset(const DatasetOptions& o) {
       if (n == "mooncake" && (o.tokens_per_hash_id < 1 || o.tokens_per_hash_id > (1 << 20))) {
         return InvalidArgumentError("--tokens-per-hash-id must be in [1, 1048576]");
       }
-      auto rows = n == "mooncake" ? ParseMooncakeTrace(text) : ParseAzureTrace(text);
+      auto rows = n == "mooncake" ? ParseMooncakeTrace(text, kMooncakeTraceBlockTokens)
+                                   : ParseAzureTrace(text);
       if (!rows.ok()) return rows.status().WithContext(o.dataset_path);
-      std::vector<TraceRow>& trace = *rows;
-      std::stable_sort(trace.begin(), trace.end(), [](const TraceRow& a, const TraceRow& b) {
-        return a.timestamp_ms < b.timestamp_ms;
-      });
-      if (o.num_prompts > 0 && static_cast<size_t>(o.num_prompts) < trace.size()) {
-        trace.resize(static_cast<size_t>(o.num_prompts));
+      std::vector<TraceRequest>& rows_by_time = *rows;
+      std::stable_sort(rows_by_time.begin(), rows_by_time.end(),
+                       [](const TraceRequest& a, const TraceRequest& b) {
+                         return a.timestamp_ms < b.timestamp_ms;
+                       });
+      if (o.num_prompts > 0 && static_cast<size_t>(o.num_prompts) < rows_by_time.size()) {
+        rows_by_time.resize(static_cast<size_t>(o.num_prompts));
       }
-      if (trace.empty()) return InvalidArgumentError(o.dataset_path + ": the trace has no requests");
-      const double first_ms = trace.front().timestamp_ms;
-      for (size_t i = 0; i < trace.size(); ++i) {
-        const TraceRow& row = trace[i];
+      if (rows_by_time.empty()) return InvalidArgumentError(o.dataset_path + ": the trace has no requests");
+      const double first_ms = rows_by_time.front().timestamp_ms;
+      for (size_t i = 0; i < rows_by_time.size(); ++i) {
+        const TraceRequest& row = rows_by_time[i];
         BenchRequest r;
         if (n == "mooncake") {
-          r.prompt_token_ids = MooncakePromptTokens(row, o.tokens_per_hash_id, o.vocab_begin,
-                                                    o.vocab_end, HashCombine(o.seed, i));
+          r.prompt_token_ids =
+              MooncakePromptTokens(row, o.tokens_per_hash_id, o.vocab_begin, o.vocab_end);
         } else {
           std::mt19937_64 rng(HashCombine(HashCombine(o.seed, 0x617a7572), i));
-          AppendRandomIds(rng, std::max<int64_t>(1, row.input_len), o.vocab_begin, o.vocab_end,
+          AppendRandomIds(rng, std::max<int64_t>(1, row.input_tokens), o.vocab_begin, o.vocab_end,
                           &r.prompt_token_ids);
         }
         r.prompt_len = static_cast<int64_t>(r.prompt_token_ids.size());
-        r.output_len = std::max<int64_t>(1, row.output_len);
+        r.output_len = std::max<int64_t>(1, row.output_tokens);
         r.fixed_output_len = true;
         r.trace_arrival_ms = row.timestamp_ms - first_ms;
         requests.push_back(std::move(r));

@@ -8,10 +8,10 @@
 //                  prompt, then a question of their own (SGLang's generated-shared-prefix);
 //                  the G*P prompts are shuffled.
 //   sharegpt       the first human turn of each ShareGPT conversation, as text.
-//   mooncake       Mooncake trace replay (JSONL: timestamp ms, input_length, output_length,
-//                  hash_ids). Hash block b of a prompt is H token ids drawn from hash_ids[b]
-//                  alone, so equal hash ids give equal token blocks and a prefix cache sees the
-//                  trace's sharing.
+//   mooncake       Mooncake trace replay (trace/trace.h parses it: JSONL of timestamp ms,
+//                  input_length, output_length, hash_ids). Hash block b of a prompt is H token
+//                  ids drawn from hash_ids[b] alone, so equal hash ids give equal token blocks
+//                  and a prefix cache sees the trace's sharing.
 //   azure          Azure LLM inference trace (CSV: TIMESTAMP, ContextTokens, GeneratedTokens),
 //                  random token ids (no sharing).
 //
@@ -30,11 +30,9 @@
 #include <vector>
 
 #include "base/status.h"
+#include "trace/trace.h"
 
 namespace kvserve::loadgen {
-
-// Block size the Mooncake traces were recorded with (tokens per hash id).
-inline constexpr int64_t kMooncakeTraceBlockTokens = 512;
 
 // One request of a workload.
 struct BenchRequest {
@@ -92,25 +90,21 @@ std::vector<BenchRequest> GenerateSharedPrefixDataset(const DatasetOptions& opti
 StatusOr<std::vector<BenchRequest>> ParseShareGptDataset(std::string_view json_text,
                                                          const DatasetOptions& options);
 
-// One row of a request trace.
-struct TraceRow {
-  double timestamp_ms = 0.0;
-  int64_t input_len = 0;
-  int64_t output_len = 0;
-  std::vector<int64_t> hash_ids;  // Mooncake only
-};
+// Azure CSV (header line first; TIMESTAMP as "YYYY-MM-DD hh:mm:ss.fffffff", made relative to
+// the first row; no hash ids). Errors name the line. Mooncake traces: ParseMooncakeTrace
+// (trace/trace.h).
+StatusOr<std::vector<TraceRequest>> ParseAzureTrace(std::string_view text);
 
-// Mooncake JSONL (blank lines skipped) and Azure CSV (header line first; TIMESTAMP as
-// "YYYY-MM-DD hh:mm:ss.fffffff", made relative to the first row). Errors name the line.
-StatusOr<std::vector<TraceRow>> ParseMooncakeTrace(std::string_view text);
-StatusOr<std::vector<TraceRow>> ParseAzureTrace(std::string_view text);
-
-// The prompt of a Mooncake row: ceil(input_len * H / 512) tokens (H = tokens_per_hash_id);
-// token j of hash block b is a function of (hash_ids[b], j) only. Tokens past the hash ids'
-// blocks (a malformed row) are drawn from `fallback_seed`.
-std::vector<int32_t> MooncakePromptTokens(const TraceRow& row, int64_t tokens_per_hash_id,
-                                          int32_t vocab_begin, int32_t vocab_end,
-                                          uint64_t fallback_seed);
+// The prompt of a Mooncake row (as ParseMooncakeTrace returns them, recorded at 512
+// tokens per hash id): ceil(input_tokens * H / 512) tokens (H = tokens_per_hash_id: the trace
+// scaled to H tokens per hash id); token j of hash block b is a hash of (hash_ids[b], j) only,
+// mapped into [vocab_begin, vocab_end). Not sim::TracePromptTokens (hash_id * H + j, exact): a
+// real server's model must see ids of its vocabulary that avoid special tokens, so the ids are
+// hashed into a range, and the benchmark may shrink the trace's prompts; rare collisions
+// between blocks do not matter to a load test.
+std::vector<int32_t> MooncakePromptTokens(const TraceRequest& row,
+                                          int64_t tokens_per_hash_id, int32_t vocab_begin,
+                                          int32_t vocab_end);
 
 // The text form of token ids: one common English word per id, space separated.
 std::string TokenIdsToText(const std::vector<int32_t>& ids);

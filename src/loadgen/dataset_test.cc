@@ -158,15 +158,15 @@ TEST(MooncakeTrace, EqualHashIdsGiveEqualBlocks) {
       "\n"
       "{\"timestamp\": 500, \"input_length\": 1030, \"output_length\": 0, \"hash_ids\": [1, 2, 9]}\n"
       "{\"timestamp\": 250, \"input_length\": 100, \"output_length\": 3, \"hash_ids\": [7]}\n";
-  auto rows = ParseMooncakeTrace(text);
+  auto rows = ParseMooncakeTrace(text, kMooncakeTraceBlockTokens);
   ASSERT_TRUE(rows.ok()) << rows.status().ToString();
   ASSERT_EQ(rows->size(), 3u);
   EXPECT_EQ((*rows)[1].timestamp_ms, 500);
   EXPECT_EQ((*rows)[1].hash_ids, (std::vector<int64_t>{1, 2, 9}));
 
   const int64_t h = 16;
-  auto a = MooncakePromptTokens((*rows)[0], h, 100, 10000, 1);
-  auto b = MooncakePromptTokens((*rows)[1], h, 100, 10000, 2);
+  auto a = MooncakePromptTokens((*rows)[0], h, 100, 10000);
+  auto b = MooncakePromptTokens((*rows)[1], h, 100, 10000);
   EXPECT_EQ(a.size(), static_cast<size_t>((1200 * h + 511) / 512));  // 38
   EXPECT_EQ(b.size(), static_cast<size_t>((1030 * h + 511) / 512));  // 33
   // Blocks 0 and 1 (hash ids 1, 2) equal; block 2 differs (3 vs 9).
@@ -175,16 +175,24 @@ TEST(MooncakeTrace, EqualHashIdsGiveEqualBlocks) {
   // Within a block, tokens vary.
   EXPECT_GT(std::set<int32_t>(a.begin(), a.begin() + h).size(), 1u);
   // Same hash id at a different request: same tokens.
-  TraceRow solo{0, 512, 1, {2}};
-  auto c = MooncakePromptTokens(solo, h, 100, 10000, 3);
+  TraceRequest solo{0, 512, 1, {2}};
+  auto c = MooncakePromptTokens(solo, h, 100, 10000);
   EXPECT_TRUE(std::equal(c.begin(), c.end(), a.begin() + h));
 
-  // Errors name the line.
-  auto bad = ParseMooncakeTrace("{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1}\n{oops}\n");
+  // Errors name the line (the parser's own tests: trace/trace_test.cc).
+  auto bad = ParseMooncakeTrace(
+      "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1, \"hash_ids\": [0]}\n{oops}\n",
+      kMooncakeTraceBlockTokens);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("line 2"), std::string::npos);
-  auto missing = ParseMooncakeTrace("{\"timestamp\": 0, \"output_length\": 1}\n");
+  auto missing = ParseMooncakeTrace("{\"timestamp\": 0, \"output_length\": 1}\n",
+                                           kMooncakeTraceBlockTokens);
   EXPECT_FALSE(missing.ok());
+  // Every row needs hash ids that cover its input length.
+  EXPECT_FALSE(ParseMooncakeTrace(
+                   "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1}\n",
+                   kMooncakeTraceBlockTokens)
+                   .ok());
 }
 
 TEST(AzureTrace, ParsesTimestampsRelativeToTheFirstRow) {
@@ -199,8 +207,8 @@ TEST(AzureTrace, ParsesTimestampsRelativeToTheFirstRow) {
   EXPECT_DOUBLE_EQ((*rows)[0].timestamp_ms, 0.0);
   EXPECT_NEAR((*rows)[1].timestamp_ms, 4314.579, 1e-3);
   EXPECT_NEAR((*rows)[2].timestamp_ms, (5 * 3600 + 44 * 60 + 13.31941) * 1000.0, 1e-2);
-  EXPECT_EQ((*rows)[1].input_len, 396);
-  EXPECT_EQ((*rows)[1].output_len, 109);
+  EXPECT_EQ((*rows)[1].input_tokens, 396);
+  EXPECT_EQ((*rows)[1].output_tokens, 109);
   EXPECT_FALSE(ParseAzureTrace("a,b,c\n1,2,3\n").ok());
   auto bad = ParseAzureTrace("TIMESTAMP,ContextTokens,GeneratedTokens\nyesterday,1,2\n");
   ASSERT_FALSE(bad.ok());

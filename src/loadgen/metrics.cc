@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <unordered_map>
 
+#include "base/percentile.h"
 #include "base/str_format.h"
 #include "base/check.h"
 
@@ -58,17 +59,6 @@ std::optional<double> ParseValue(std::string_view token) {
 
 }  // namespace
 
-double Percentile(std::vector<double> values, double p) {
-  if (values.empty()) return 0.0;
-  KV_CHECK(p >= 0.0 && p <= 100.0) << "p=" << p;
-  std::sort(values.begin(), values.end());
-  const double rank = p / 100.0 * static_cast<double>(values.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(rank));
-  const size_t hi = std::min(values.size() - 1, lo + 1);
-  const double frac = rank - static_cast<double>(lo);
-  return values[lo] + (values[hi] - values[lo]) * frac;
-}
-
 LatencyStats ComputeLatencyStats(const std::vector<double>& v) {
   LatencyStats s;
   s.count = static_cast<int64_t>(v.size());
@@ -83,9 +73,9 @@ LatencyStats ComputeLatencyStats(const std::vector<double>& v) {
   std::sort(sorted.begin(), sorted.end());
   s.min_ms = sorted.front();
   s.max_ms = sorted.back();
-  s.median_ms = Percentile(sorted, 50.0);
-  s.p90_ms = Percentile(sorted, 90.0);
-  s.p99_ms = Percentile(std::move(sorted), 99.0);
+  s.median_ms = PercentileOfSorted(sorted, 50.0);
+  s.p90_ms = PercentileOfSorted(sorted, 90.0);
+  s.p99_ms = PercentileOfSorted(sorted, 99.0);
   return s;
 }
 

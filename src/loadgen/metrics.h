@@ -17,11 +17,8 @@
 
 namespace kvserve::loadgen {
 
-// The p-th percentile (p in [0, 100]) of `values` with linear interpolation between closest
-// ranks (NumPy's default). 0 for an empty list.
-double Percentile(std::vector<double> values, double p);
-
-// Summary of one latency metric, in ms. All zero when count == 0.
+// Summary of one latency metric, in ms. All zero when count == 0. Percentiles as
+// base/percentile.h defines them (linear interpolation, NumPy's default).
 struct LatencyStats {
   int64_t count = 0;
   double mean_ms = 0.0;

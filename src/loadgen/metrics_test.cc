@@ -5,22 +5,6 @@
 namespace kvserve::loadgen {
 namespace {
 
-TEST(Percentile, MatchesNumpyLinearInterpolation) {
-  // numpy.percentile([1, 2, 3, 4], [0, 50, 90, 99, 100]) = 1, 2.5, 3.7, 3.97, 4
-  const std::vector<double> v = {4, 1, 3, 2};
-  EXPECT_DOUBLE_EQ(Percentile(v, 0), 1.0);
-  EXPECT_DOUBLE_EQ(Percentile(v, 50), 2.5);
-  EXPECT_NEAR(Percentile(v, 90), 3.7, 1e-12);
-  EXPECT_NEAR(Percentile(v, 99), 3.97, 1e-12);
-  EXPECT_DOUBLE_EQ(Percentile(v, 100), 4.0);
-  EXPECT_DOUBLE_EQ(Percentile({5.0}, 99), 5.0);
-  EXPECT_DOUBLE_EQ(Percentile({}, 50), 0.0);
-  std::vector<double> hundred;
-  for (int i = 1; i <= 101; ++i) hundred.push_back(i);
-  EXPECT_DOUBLE_EQ(Percentile(hundred, 99), 100.0);
-  EXPECT_DOUBLE_EQ(Percentile(hundred, 90), 91.0);
-}
-
 TEST(LatencyStats, MeanMedianStd) {
   LatencyStats s = ComputeLatencyStats({2, 4, 4, 4, 5, 5, 7, 9});
   EXPECT_EQ(s.count, 8);

@@ -1,5 +1,5 @@
 // `kvserve sim`: replays a request trace (Mooncake JSONL: timestamp, input_length,
-// output_length, hash_ids) through the real Scheduler and KvCacheManager (block pool + radix
+// output_length, hash_ids; trace/trace.h parses it) through the real Scheduler and KvCacheManager (block pool + radix
 // prefix cache) without running a model, for a sweep of cache capacities, and reports
 // prefix-cache hit rates (tokens and blocks), evictions and miss reasons beside the rate an
 // unbounded cache would reach, with the queueing, TTFT and preemptions the scheduler produced.
@@ -30,7 +30,6 @@
 // threads at once (RunSim does).
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -38,33 +37,18 @@
 
 #include "base/status.h"
 #include "kv/kv_cache_manager.h"
+#include "runtime/engine_policy.h"
+#include "trace/trace.h"
 
-namespace kvserve::cli {
-
-// One request of a trace.
-struct TraceRequest {
-  int64_t timestamp_ms = 0;
-  int64_t input_tokens = 0;
-  int64_t output_tokens = 0;
-  std::vector<int64_t> hash_ids;  // one per hash block of the prompt (the last may be partial)
-};
-
-// Parses Mooncake JSONL text (one JSON object per line; blank lines skipped). Checks that
-// input_length fits its hash ids: (n - 1) * H < input_length <= n * H, and that token ids stay
-// within int32. Errors name the line.
-StatusOr<std::vector<TraceRequest>> ParseMooncakeTrace(std::string_view text,
-                                                       int64_t hash_block_tokens);
-StatusOr<std::vector<TraceRequest>> LoadMooncakeTrace(const std::string& path,
-                                                      int64_t hash_block_tokens);
+namespace kvserve::sim {
 
 // The prompt's token ids (see the file comment); the second form reuses `tokens`' memory.
 std::vector<TokenId> TracePromptTokens(const TraceRequest& request, int64_t hash_block_tokens);
 void TracePromptTokens(const TraceRequest& request, int64_t hash_block_tokens,
                        std::vector<TokenId>* tokens);
 
-// The command line of `kvserve sim`.
+// What to replay and how (the flags of `kvserve sim`, registered in cli/sim_cmd.cc).
 struct SimOptions {
-  std::string trace_path;
   int64_t block_tokens = 512;       // KV block size of the simulated cache
   int64_t hash_block_tokens = 512;  // tokens per trace hash id (Mooncake: 512)
   // Capacities to replay, in blocks; empty: the equivalent of 1k, 2k, 5k, 10k, 20k, 50k and
@@ -74,20 +58,20 @@ struct SimOptions {
   // seconds (a decode-only step: 25 ms by default).
   double decode_tokens_per_s = 40.0;
   double prefill_tokens_per_s = 100000.0;
-  // The scheduler's flags (SchedulerConfig).
-  int64_t max_num_batched_tokens = 8192;
-  int64_t max_num_seqs = 256;
+  // The scheduler flags, as serve and generate take them (runtime/engine_policy.h), resolved
+  // per capacity by ResolveSchedulerConfig; the sim's default budget is 8192 tokens per step.
+  SchedulerFlags scheduler{.max_num_batched_tokens = 8192};
   // 0: the largest prompt + max(1, output) of the trace. Capped to each capacity in tokens.
   int64_t max_model_len = 0;
-  bool enable_chunked_prefill = true;
-  int64_t long_prefill_token_threshold = 0;
   int64_t max_requests = 0;  // replay only the first N requests (0: all)
   int64_t tenants = 1;       // cache salts given round robin (request i: salt i % tenants)
-  bool enable_prefix_caching = true;
   int threads = 0;                // capacities replayed in parallel (0: one per core)
   bool check_invariants = false;  // Scheduler::check_invariants() after every step
-  std::string format = "text";    // text | json
 };
+
+// InvalidArgument naming the flag for an option that cannot work. SimulateCapacity and RunSim
+// check it too.
+Status ValidateSimOptions(const SimOptions& options);
 
 // The outcome of one replay.
 struct SimRow {
@@ -100,6 +84,7 @@ struct SimRow {
   int64_t num_rejected = 0;  // prompt >= max_model_len: add_request refused it
   int64_t num_clipped = 0;   // prompt + output > max_model_len: output cut to fit
   int64_t max_model_len = 0;
+  int64_t max_num_batched_tokens = 0;  // the step budget the flags resolved to
   // Preemptions (SchedulerStats::num_preemptions_total) and the lookups of the re-admissions
   // they caused (prompt + output so far, and how much of it the cache still held).
   int64_t num_preemptions = 0;
@@ -110,7 +95,7 @@ struct SimRow {
   int64_t num_decode_tokens = 0;
   // Simulated seconds: queueing delay (arrival to the start of the step that first scheduled
   // the request) and time to first token (arrival to the end of the step that sampled it),
-  // over finished requests.
+  // over finished requests; p99 as base/percentile.h defines it (linear interpolation).
   double mean_queue_s = 0.0;
   double p99_queue_s = 0.0;
   double max_queue_s = 0.0;
@@ -159,10 +144,4 @@ StatusOr<SimReport> RunSim(const std::vector<TraceRequest>& trace, const SimOpti
 std::string FormatSimText(const SimReport& report);
 std::string FormatSimJson(const SimReport& report);
 
-// Loads the trace, runs, prints the report on stdout; returns the exit status.
-int RunSimCommand(const SimOptions& options);
-
-// Registers `kvserve sim` on `app`.
-void AddSimCommand(CLI::App& app, int* exit_code);
-
-}  // namespace kvserve::cli
+}  // namespace kvserve::sim

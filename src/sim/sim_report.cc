@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "base/str_format.h"
-#include "cli/sim.h"
+#include "sim/sim.h"
 
-namespace kvserve::cli {
+namespace kvserve::sim {
 namespace {
 
 // part / whole, 0 for an empty whole.
@@ -34,25 +34,27 @@ std::string FormatSimText(const SimReport& rep) {
       static_cast<long long>(rep.num_hash_blocks), static_cast<long long>(o.hash_block_tokens),
       static_cast<long long>(rep.num_distinct_hash_ids));
   int64_t max_model_len = 0;
+  int64_t budget = o.scheduler.max_num_batched_tokens;  // as resolved: the largest row's
   bool capped = false;
   for (const SimRow& r : rep.rows) {
     capped |= max_model_len > 0 && r.max_model_len != max_model_len;
     max_model_len = std::max(max_model_len, r.max_model_len);
+    budget = std::max(budget, r.max_num_batched_tokens);
   }
   out += StrFormat(
       "cache: %lld-token blocks, prefix caching %s%s\n", static_cast<long long>(o.block_tokens),
-      o.enable_prefix_caching ? "on" : "off",
+      o.scheduler.enable_prefix_caching ? "on" : "off",
       o.tenants > 1 ? StrFormat(", %lld tenants (salts)", static_cast<long long>(o.tenants)).c_str()
                     : "");
   out += StrFormat(
       "engine: step %.1f ms + prefill tokens / %.0f tok/s; scheduler: %lld tokens and %lld "
       "sequences per step, chunked prefill %s%s, max model len %lld%s\n\n",
       1000.0 / o.decode_tokens_per_s, o.prefill_tokens_per_s,
-      static_cast<long long>(o.max_num_batched_tokens), static_cast<long long>(o.max_num_seqs),
-      o.enable_chunked_prefill ? "on" : "off",
-      o.long_prefill_token_threshold > 0
+      static_cast<long long>(budget), static_cast<long long>(o.scheduler.max_num_seqs),
+      o.scheduler.enable_chunked_prefill ? "on" : "off",
+      o.scheduler.long_prefill_token_threshold > 0
           ? StrFormat(" (at most %lld tokens per request)",
-                      static_cast<long long>(o.long_prefill_token_threshold))
+                      static_cast<long long>(o.scheduler.long_prefill_token_threshold))
                 .c_str()
           : "",
       static_cast<long long>(max_model_len), capped ? " (smaller in smaller caches)" : "");
@@ -147,6 +149,7 @@ std::string FormatSimJson(const SimReport& rep) {
       j["num_rejected"] = r.num_rejected;
       j["num_clipped"] = r.num_clipped;
       j["max_model_len"] = r.max_model_len;
+      j["max_num_batched_tokens"] = r.max_num_batched_tokens;
       j["num_preemptions"] = r.num_preemptions;
       j["readmit_queries_tokens"] = r.readmit_queries_tokens;
       j["readmit_hits_tokens"] = r.readmit_hits_tokens;
@@ -176,14 +179,16 @@ std::string FormatSimJson(const SimReport& rep) {
       {"options",
        {{"block_tokens", o.block_tokens},
         {"hash_block_tokens", o.hash_block_tokens},
-        {"enable_prefix_caching", o.enable_prefix_caching},
+        {"enable_prefix_caching", o.scheduler.enable_prefix_caching},
         {"decode_tokens_per_s", o.decode_tokens_per_s},
         {"prefill_tokens_per_s", o.prefill_tokens_per_s},
-        {"max_num_batched_tokens", o.max_num_batched_tokens},
-        {"max_num_seqs", o.max_num_seqs},
+        {"max_num_batched_tokens", o.scheduler.max_num_batched_tokens},
+        {"max_num_seqs", o.scheduler.max_num_seqs},
         {"max_model_len", o.max_model_len},
-        {"enable_chunked_prefill", o.enable_chunked_prefill},
-        {"long_prefill_token_threshold", o.long_prefill_token_threshold},
+        {"enable_chunked_prefill", o.scheduler.enable_chunked_prefill},
+        {"long_prefill_token_threshold", o.scheduler.long_prefill_token_threshold},
+        {"scheduling_policy",
+         o.scheduler.policy == SchedulingPolicy::kPriority ? "priority" : "fcfs"},
         {"tenants", o.tenants}}},
       {"rows", rows},
       {"unbounded", row_json(rep.unbounded)},
@@ -192,4 +197,4 @@ std::string FormatSimJson(const SimReport& rep) {
   return j.dump(2) + "\n";
 }
 
-}  // namespace kvserve::cli
+}  // namespace kvserve::sim

@@ -1,28 +1,22 @@
 // `kvserve sim`: prefix-cache replay of a request trace (see sim.h and docs/prefix-caching.md).
-#include "cli/sim.h"
+#include "sim/sim.h"
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <cstdarg>
-#include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <thread>
 #include <unordered_set>
 #include <utility>
 
-#include <nlohmann/json.hpp>
-
 #include "base/hash.h"
+#include "base/percentile.h"
 #include "base/str_format.h"
 #include "base/check.h"
-#include "cli/cli_util.h"
 #include "runtime/scheduler.h"
 
-namespace kvserve::cli {
+namespace kvserve::sim {
 namespace {
 
 // Largest capacity replayed: the block pool's bookkeeping is ~40 bytes per block.
@@ -53,7 +47,13 @@ double Ratio(int64_t a, int64_t b) {
   return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
 }
 
-Status ValidateOptions(const SimOptions& o) {
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+Status ValidateSimOptions(const SimOptions& o) {
   if (o.block_tokens < 1 || o.block_tokens > (1 << 20)) {
     return InvalidArgumentError("--block-tokens must be in [1, 1048576]");
   }
@@ -66,15 +66,9 @@ Status ValidateOptions(const SimOptions& o) {
   if (!(o.prefill_tokens_per_s > 0) || !std::isfinite(o.prefill_tokens_per_s)) {
     return InvalidArgumentError("--prefill-tokens-per-s must be a positive number");
   }
-  if (o.max_num_seqs < 1) return InvalidArgumentError("--max-num-seqs must be at least 1");
-  if (o.max_num_batched_tokens < o.max_num_seqs) {
-    return InvalidArgumentError("--max-num-batched-tokens must be at least --max-num-seqs");
-  }
+  KV_RETURN_IF_ERROR(ValidateSchedulerFlags(o.scheduler));
   if (o.max_model_len < 0 || o.max_model_len == 1) {
     return InvalidArgumentError("--max-model-len must be 0 (from the trace) or at least 2");
-  }
-  if (o.long_prefill_token_threshold < 0) {
-    return InvalidArgumentError("--long-prefill-token-threshold must be >= 0");
   }
   if (o.max_requests < 0) return InvalidArgumentError("--max-requests must be >= 0");
   if (o.tenants < 1) return InvalidArgumentError("--tenants must be at least 1");
@@ -86,98 +80,14 @@ Status ValidateOptions(const SimOptions& o) {
                                          static_cast<long long>(kMaxCapacityBlocks)));
     }
   }
-  if (o.format != "text" && o.format != "json") {
-    return InvalidArgumentError("--format must be text or json");
-  }
   return OkStatus();
 }
-
-}  // namespace
 
 double SimRow::token_hit_rate() const {
   return Ratio(stats.prefix_hits_tokens, stats.prefix_queries_tokens);
 }
 double SimRow::block_hit_rate() const {
   return Ratio(stats.prefix_hits_blocks, stats.prefix_queries_blocks);
-}
-
-StatusOr<std::vector<TraceRequest>> ParseMooncakeTrace(std::string_view text,
-                                                       int64_t hash_block_tokens) {
-  if (hash_block_tokens < 1) return InvalidArgumentError("hash block tokens must be positive");
-  std::vector<TraceRequest> out;
-  int64_t line_no = 0;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    const std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_no;
-    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-    auto error = [&](const std::string& what) {
-      return InvalidArgumentError(StrFormat("trace line %lld: ", static_cast<long long>(line_no)) +
-                                  what);
-    };
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) return error("not a JSON object");
-    auto int_field = [&](const char* name, int64_t min, int64_t* value) -> Status {
-      auto it = j.find(name);
-      if (it == j.end()) return error(std::string("missing \"") + name + "\"");
-      if (it->is_number_integer()) {
-        *value = it->get<int64_t>();
-      } else if (it->is_number_float() && std::isfinite(it->get<double>()) &&
-                 std::fabs(it->get<double>()) < 9e15) {
-        *value = static_cast<int64_t>(std::llround(it->get<double>()));
-      } else {
-        return error(std::string("\"") + name + "\" is not a number");
-      }
-      if (*value < min) {
-        return error(std::string("\"") + name + "\" is below " + std::to_string(min));
-      }
-      return OkStatus();
-    };
-    TraceRequest r;
-    KV_RETURN_IF_ERROR(int_field("timestamp", 0, &r.timestamp_ms));
-    KV_RETURN_IF_ERROR(int_field("input_length", 1, &r.input_tokens));
-    KV_RETURN_IF_ERROR(int_field("output_length", 0, &r.output_tokens));
-    auto ids = j.find("hash_ids");
-    if (ids == j.end() || !ids->is_array() || ids->empty()) {
-      return error("\"hash_ids\" must be a non-empty array");
-    }
-    r.hash_ids.reserve(ids->size());
-    const int64_t max_id = (int64_t{INT32_MAX} - (hash_block_tokens - 1)) / hash_block_tokens;
-    for (const auto& id : *ids) {
-      if (!id.is_number_integer() || id.get<int64_t>() < 0) {
-        return error("hash ids must be non-negative integers");
-      }
-      if (id.get<int64_t>() > max_id) {
-        return error(StrFormat("hash id %lld too large for int32 token ids at %lld tokens per hash block",
-                            static_cast<long long>(id.get<int64_t>()),
-                            static_cast<long long>(hash_block_tokens)));
-      }
-      r.hash_ids.push_back(id.get<int64_t>());
-    }
-    const int64_t n = static_cast<int64_t>(r.hash_ids.size());
-    if (r.input_tokens <= (n - 1) * hash_block_tokens || r.input_tokens > n * hash_block_tokens) {
-      return error(StrFormat("input_length %lld does not fit %lld hash blocks of %lld tokens",
-                          static_cast<long long>(r.input_tokens), static_cast<long long>(n),
-                          static_cast<long long>(hash_block_tokens)));
-    }
-    out.push_back(std::move(r));
-  }
-  if (out.empty()) return InvalidArgumentError("the trace has no requests");
-  return out;
-}
-
-StatusOr<std::vector<TraceRequest>> LoadMooncakeTrace(const std::string& path,
-                                                      int64_t hash_block_tokens) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError("cannot open trace " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  StatusOr<std::vector<TraceRequest>> trace = ParseMooncakeTrace(ss.str(), hash_block_tokens);
-  if (!trace.ok()) return trace.status().WithContext(path);
-  return trace;
 }
 
 void TracePromptTokens(const TraceRequest& r, int64_t hash_block_tokens,
@@ -204,15 +114,6 @@ namespace {
 // kNoToken.
 TokenId OutputToken(SeqId id) { return static_cast<TokenId>(-2 - id); }
 
-// The q-quantile (0..1) of `v` (nearest rank); 0 for an empty vector. Reorders v.
-double Quantile(std::vector<double>* v, double q) {
-  if (v->empty()) return 0.0;
-  const double rank = std::ceil(q * static_cast<double>(v->size()));
-  const size_t k = static_cast<size_t>(std::clamp(rank - 1.0, 0.0, static_cast<double>(v->size() - 1)));
-  std::nth_element(v->begin(), v->begin() + static_cast<std::ptrdiff_t>(k), v->end());
-  return (*v)[k];
-}
-
 double Mean(const std::vector<double>& v) {
   double sum = 0.0;
   for (double x : v) sum += x;
@@ -223,7 +124,7 @@ double Mean(const std::vector<double>& v) {
 
 StatusOr<SimRow> SimulateCapacity(const std::vector<TraceRequest>& trace, const SimOptions& o,
                                   int64_t capacity_blocks) {
-  KV_RETURN_IF_ERROR(ValidateOptions(o));
+  KV_RETURN_IF_ERROR(ValidateSimOptions(o));
   if (capacity_blocks < 1 || capacity_blocks > kMaxCapacityBlocks) {
     return InvalidArgumentError("capacity out of range");
   }
@@ -242,27 +143,25 @@ StatusOr<SimRow> SimulateCapacity(const std::vector<TraceRequest>& trace, const 
   }
   KvCacheManager kv({.num_blocks = capacity_blocks,
                      .block_size = bs,
-                     .enable_prefix_caching = o.enable_prefix_caching,
+                     .enable_prefix_caching = o.scheduler.enable_prefix_caching,
                      .eviction_history_size = std::max<int64_t>(1, 2 * num_seq_blocks)});
-  SchedulerConfig config;
-  config.max_num_batched_tokens = o.max_num_batched_tokens;
-  config.max_num_seqs = o.max_num_seqs;
-  config.max_model_len =
-      std::max<int64_t>(2, std::min(o.max_model_len > 0 ? o.max_model_len : longest_tokens,
-                                    capacity_tokens));
-  config.enable_chunked_prefill = o.enable_chunked_prefill;
-  config.long_prefill_token_threshold = o.long_prefill_token_threshold;
+  const std::string where =
+      StrFormat("capacity %lld blocks", static_cast<long long>(capacity_blocks));
+  StatusOr<SchedulerConfig> resolved = ResolveSchedulerConfig(
+      o.scheduler, std::max<int64_t>(2, std::min(o.max_model_len > 0 ? o.max_model_len
+                                                                      : longest_tokens,
+                                                 capacity_tokens)));
+  if (!resolved.ok()) return resolved.status().WithContext(where);
+  SchedulerConfig config = *std::move(resolved);
   config.model_namespace = "sim";
   StatusOr<std::unique_ptr<Scheduler>> created = Scheduler::Create(config, &kv);
-  if (!created.ok()) {
-    return created.status().WithContext(
-        StrFormat("capacity %lld blocks", static_cast<long long>(capacity_blocks)));
-  }
+  if (!created.ok()) return created.status().WithContext(where);
   Scheduler& sched = **created;
 
   SimRow row;
   row.capacity_blocks = capacity_blocks;
   row.max_model_len = config.max_model_len;
+  row.max_num_batched_tokens = config.max_num_batched_tokens;
   const std::vector<size_t> order = ArrivalOrder(trace);
   auto arrival_s = [&](size_t i) { return static_cast<double>(trace[i].timestamp_ms) / 1000.0; };
   // Per request (index = SeqId): whether the sim believes it holds a sequence now, whether it
@@ -381,9 +280,9 @@ StatusOr<SimRow> SimulateCapacity(const std::vector<TraceRequest>& trace, const 
   row.readmit_hits_tokens = readmit.prefix_hits_tokens;
   row.mean_queue_s = Mean(queue_s);
   row.max_queue_s = queue_s.empty() ? 0.0 : *std::max_element(queue_s.begin(), queue_s.end());
-  row.p99_queue_s = Quantile(&queue_s, 0.99);
+  row.p99_queue_s = Percentile(queue_s, 99.0);
   row.mean_ttft_s = Mean(ttft_s);
-  row.p99_ttft_s = Quantile(&ttft_s, 0.99);
+  row.p99_ttft_s = Percentile(ttft_s, 99.0);
   row.elapsed_s = SecondsSince(start);
   return row;
 }
@@ -438,7 +337,7 @@ SimRow SimulateUnbounded(const std::vector<TraceRequest>& trace, const SimOption
 }
 
 StatusOr<SimReport> RunSim(const std::vector<TraceRequest>& full_trace, const SimOptions& o) {
-  KV_RETURN_IF_ERROR(ValidateOptions(o));
+  KV_RETURN_IF_ERROR(ValidateSimOptions(o));
   SimReport rep;
   rep.options = o;
   std::vector<TraceRequest> trace(
@@ -492,76 +391,4 @@ StatusOr<SimReport> RunSim(const std::vector<TraceRequest>& full_trace, const Si
   return rep;
 }
 
-int RunSimCommand(const SimOptions& o) {
-  if (o.trace_path.empty()) return ReportError(InvalidArgumentError("--trace FILE is required"));
-  Status valid = ValidateOptions(o);
-  if (!valid.ok()) return ReportError(valid);
-  StatusOr<std::vector<TraceRequest>> trace = LoadMooncakeTrace(o.trace_path, o.hash_block_tokens);
-  if (!trace.ok()) return ReportError(trace.status());
-  StatusOr<SimReport> rep = RunSim(*trace, o);
-  if (!rep.ok()) return ReportError(rep.status());
-  const size_t slash = o.trace_path.find_last_of('/');
-  rep->trace_name = slash == std::string::npos ? o.trace_path : o.trace_path.substr(slash + 1);
-  const std::string text = o.format == "json" ? FormatSimJson(*rep) : FormatSimText(*rep);
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  return 0;
-}
-
-void AddSimCommand(CLI::App& app, int* exit_code) {
-  auto opts = std::make_shared<SimOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "sim",
-      "Replay a request trace (Mooncake JSONL with hash_ids) through the scheduler, KV cache "
-      "manager and radix prefix cache, without a model, and report prefix hit rates, evictions and miss "
-      "reasons for a range of cache capacities, beside an unbounded cache.");
-  cmd->add_option("--trace", opts->trace_path, "Trace file (Mooncake JSONL)")->required();
-  cmd->add_option("--block-tokens,--block-size", opts->block_tokens, "Tokens per KV block")
-      ->capture_default_str();
-  cmd->add_option("--hash-block-tokens", opts->hash_block_tokens,
-                  "Tokens per trace hash id (Mooncake traces: 512)")
-      ->capture_default_str();
-  cmd->add_option("--kv-cache-blocks", opts->capacities_blocks,
-                  "Cache capacities to replay, in blocks (comma-separated or repeated; default: "
-                  "the equivalent of 1k,2k,5k,10k,20k,50k,100k blocks of 512 tokens)")
-      ->delimiter(',');
-  cmd->add_option("--decode-tokens-per-s", opts->decode_tokens_per_s,
-                  "Engine steps per second without prefill (a step lasts 1/this seconds plus its "
-                  "prefill tokens / --prefill-tokens-per-s)")
-      ->capture_default_str();
-  cmd->add_option("--prefill-tokens-per-s", opts->prefill_tokens_per_s,
-                  "Engine prefill throughput (prompt and recomputed tokens per second)")
-      ->capture_default_str();
-  cmd->add_option("--max-num-batched-tokens", opts->max_num_batched_tokens,
-                  "Scheduler token budget per step")
-      ->capture_default_str();
-  cmd->add_option("--max-num-seqs", opts->max_num_seqs, "Sequences per step")
-      ->capture_default_str();
-  cmd->add_option("--max-model-len", opts->max_model_len,
-                  "Prompt + output tokens per request (0: the trace's longest; capped to each "
-                  "capacity)")
-      ->capture_default_str();
-  cmd->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill",
-                opts->enable_chunked_prefill, "Split long prompts over steps (default: on)");
-  cmd->add_option("--long-prefill-token-threshold", opts->long_prefill_token_threshold,
-                  "Most tokens one request computes in a step (0: no cap)")
-      ->capture_default_str();
-  cmd->add_option("--max-requests", opts->max_requests, "Replay only the first N requests (0: all)")
-      ->capture_default_str();
-  cmd->add_option("--tenants", opts->tenants,
-                  "Give request i the cache salt i % N (tenants never share blocks)")
-      ->capture_default_str();
-  cmd->add_option("--threads", opts->threads,
-                  "Capacities replayed in parallel (0: one thread per core)")
-      ->capture_default_str();
-  cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", opts->enable_prefix_caching,
-                "Reuse cached prefix blocks (default: on)");
-  cmd->add_option("--format,--output-format", opts->format, "text or json")
-      ->check(CLI::IsMember({"text", "json"}))
-      ->capture_default_str();
-  cmd->add_flag("--check-invariants", opts->check_invariants,
-                "Check the scheduler's and cache manager's invariants after every step (slow)")
-      ->group("");
-  cmd->callback([opts, exit_code]() { *exit_code = RunSimCommand(*opts); });
-}
-
-}  // namespace kvserve::cli
+}  // namespace kvserve::sim
