@@ -17,6 +17,8 @@
 //   as Llama's repeat_kv and our attention kernels). A KV head's score is the SUM of its
 //   group's query heads' scores: the stored K/V entry serves every query head of the group, so
 //   the attention mass it receives is the sum; the mean (kvpress) ranks identically.
+// - When nothing is evicted (num_tokens <= the budget, every layer) the scores are not read
+//   and may be empty.
 // - Scores must be finite (KV_CHECK); shapes must match (KV_CHECK); the policy must have passed
 //   Validate() (KV_CHECK): user input is validated at the edge, never here.
 // Thread-safety: pure functions over their arguments; safe to call concurrently.
