@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "base/testing/test_dependency.h"
 #include "model/gguf.h"
 #include "model/gguf_vocab.h"
 #include "tokenizer/tokenizer.h"
@@ -132,9 +133,8 @@ class VocabVectorsTest : public testing::TestWithParam<std::string> {};
 TEST_P(VocabVectorsTest, EncodesLikeLlamaCpp) {
   const std::string name = GetParam();
   Vectors v;
-  if (name == "assets_absent" || !LoadVectors(VocabPath(name), &v)) {
-    GTEST_SKIP() << "tokenizer vectors not found under " << kTokenizerDir;
-  }
+  KVSERVE_SKIP_IF_ABSENT(name != "assets_absent" && LoadVectors(VocabPath(name), &v),
+                         "tokenizer vectors under " << kTokenizerDir);
   auto tok = LoadGgufTokenizer(VocabPath(name));
   ASSERT_NE(tok, nullptr);
   const size_t num_ok = CheckVectors(*tok, v, name);
@@ -146,9 +146,8 @@ TEST_P(VocabVectorsTest, EncodesLikeLlamaCpp) {
 TEST_P(VocabVectorsTest, DecodeRoundTrips) {
   const std::string name = GetParam();
   Vectors v;
-  if (name == "assets_absent" || !LoadVectors(VocabPath(name), &v)) {
-    GTEST_SKIP() << "tokenizer vectors not found under " << kTokenizerDir;
-  }
+  KVSERVE_SKIP_IF_ABSENT(name != "assets_absent" && LoadVectors(VocabPath(name), &v),
+                         "tokenizer vectors under " << kTokenizerDir);
   auto tok = LoadGgufTokenizer(VocabPath(name));
   ASSERT_NE(tok, nullptr);
   if (tok->spec().model == VocabSpec::Model::kWpm) {
@@ -172,9 +171,8 @@ INSTANTIATE_TEST_SUITE_P(AllVocabs, VocabVectorsTest, testing::ValuesIn(VocabNam
 TEST(Stories260KTokenizer, PromptsEncodeLikeReference) {
   const std::string dir = kAssets + "/models/stories260K";
   std::string json_text;
-  if (!ReadFile(dir + "/greedy_reference.json", &json_text)) {
-    GTEST_SKIP() << "stories260K assets not found under " << dir;
-  }
+  KVSERVE_SKIP_IF_ABSENT(ReadFile(dir + "/greedy_reference.json", &json_text),
+                         dir << "/greedy_reference.json");
   auto spec = LoadLlama2cTokenizer(dir + "/tok512.bin", 512);
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   auto tok = Tokenizer::Create(std::move(*spec));
@@ -248,9 +246,7 @@ TEST(Llama2cTokenizer, MatchesLiteralLlama2cEncode) {
   const std::string tok512 = kAssets + "/models/stories260K/tok512.bin";
   const std::string bin = kTokenizerDir + "/llama2/tokenizer.bin";
   std::string probe;
-  if (!ReadFile(tok512, &probe) || !ReadFile(bin, &probe)) {
-    GTEST_SKIP() << "tok512.bin or llama2/tokenizer.bin not found under " << kAssets;
-  }
+  KVSERVE_SKIP_IF_ABSENT(ReadFile(tok512, &probe) && ReadFile(bin, &probe), tok512 << " and " << bin);
   std::vector<std::string> texts =
       ReadLines(kAssets + "/text/tinystories_validation_head.txt", 150);
   const std::vector<std::string> wiki = ReadLines(kAssets + "/text/wikitext-2-raw/wiki.test.raw", 60);
@@ -286,9 +282,8 @@ TEST(Llama2cTokenizer, EncodesLlamaSpmVectors) {
   const std::string bin = kTokenizerDir + "/llama2/tokenizer.bin";
   Vectors v;
   std::string probe;
-  if (!ReadFile(bin, &probe) || !LoadVectors(VocabPath("llama-spm"), &v)) {
-    GTEST_SKIP() << "llama2 tokenizer.bin or llama-spm vectors not found under " << kTokenizerDir;
-  }
+  KVSERVE_SKIP_IF_ABSENT(ReadFile(bin, &probe) && LoadVectors(VocabPath("llama-spm"), &v),
+                         bin << " and the llama-spm vectors under " << kTokenizerDir);
   auto spec = LoadLlama2cTokenizer(bin, 32000);
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   auto tok = Tokenizer::Create(std::move(*spec));
@@ -312,9 +307,8 @@ TEST(GgufModelVocab, Llama2TinyRandomMatchesLlamaSpmVectors) {
   const std::string path = kAssets + "/models/llama-2-tiny-random/llama-2-tiny-random.gguf";
   Vectors v;
   std::ifstream probe(path);
-  if (!probe || !LoadVectors(VocabPath("llama-spm"), &v)) {
-    GTEST_SKIP() << "llama-2-tiny-random.gguf or llama-spm vectors not found under " << kAssets;
-  }
+  KVSERVE_SKIP_IF_ABSENT(probe && LoadVectors(VocabPath("llama-spm"), &v),
+                         path << " and the llama-spm vectors under " << kTokenizerDir);
   auto tok = LoadGgufTokenizer(path);
   ASSERT_NE(tok, nullptr);
   EXPECT_EQ(CheckVectors(*tok, v, "llama-2-tiny-random"), v.inputs.size());

@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/testing/test_dependency.h"
 #include "model/gguf.h"
 
 namespace kvserve {
@@ -169,9 +170,7 @@ const AllReferences& References() {
 class Jinja2ReferenceTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Jinja2ReferenceTest, MatchesJinja2ByteForByte) {
-  if (FindPython().empty()) {
-    GTEST_SKIP() << "no python3 with jinja2 (apt-get install python3-jinja2): reference comparison skipped";
-  }
+  KVSERVE_SKIP_IF_ABSENT(!FindPython().empty(), "python3 with jinja2 (apt-get install python3-jinja2)");
   const std::string template_path = GetParam();
   const std::string source = ReadFile(template_path);
   StatusOr<ChatTemplate> tmpl = ChatTemplate::FromString(source);
@@ -229,10 +228,9 @@ INSTANTIATE_TEST_SUITE_P(Templates, Jinja2ReferenceTest, ::testing::ValuesIn(All
                          });
 
 TEST(ChatTemplateTest, AssetsPresentOrSkipped) {
-  if (ListFiles(AssetsTemplateDir(), ".jinja").empty()) {
-    GTEST_SKIP() << "no templates in " << AssetsTemplateDir()
-                 << " (shared assets absent): only ChatML and Llama 2 are compared";
-  }
+  KVSERVE_SKIP_IF_ABSENT(!ListFiles(AssetsTemplateDir(), ".jinja").empty(),
+                         ".jinja templates in " << AssetsTemplateDir()
+                                                << " (only ChatML and Llama 2 are compared)");
   EXPECT_GE(ListFiles(AssetsTemplateDir(), ".jinja").size(), 7u);
 }
 
@@ -412,7 +410,7 @@ TEST(ChatTemplateTest, RealGgufModelIfPresent) {
       }
     }
   }
-  if (found.empty()) GTEST_SKIP() << "no GGUF model under ../shared/assets/models";
+  KVSERVE_SKIP_IF_ABSENT(!found.empty(), "a GGUF model under " << KVSERVE_ASSETS_DIR << "/models");
   StatusOr<LoadedChatTemplate> t = LoadChatTemplate(found, "");
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   std::printf("[ gguf     ] %s: template from %s, bos '%s', eos '%s'\n", found.c_str(), t->origin.c_str(),

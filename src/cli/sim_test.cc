@@ -17,6 +17,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "base/testing/test_dependency.h"
+
 namespace kvserve::cli {
 namespace {
 
@@ -476,7 +478,7 @@ TEST(SimCliTest, ReplaysAFileAndReportsErrors) {
 
 // The real Mooncake trace (first 1000 requests) through a small and a large cache.
 TEST(SimCliTest, MooncakeTraceSlice) {
-  if (!std::filesystem::exists(kTrace)) GTEST_SKIP() << "no " << kTrace << " (trace asset absent)";
+  KVSERVE_SKIP_IF_ABSENT(std::filesystem::exists(kTrace), kTrace);
   auto trace = LoadMooncakeTrace(kTrace, 512);
   ASSERT_TRUE(trace.ok()) << trace.status().ToString();
   EXPECT_EQ(trace->size(), 12031u);
@@ -499,7 +501,7 @@ TEST(SimCliTest, MooncakeTraceSlice) {
 // The binary on the first 1000 requests of the real trace, every default capacity: quick, and
 // the hit rate grows with the capacity up to the unbounded one.
 TEST(SimCliTest, MooncakeTraceBinary) {
-  if (!std::filesystem::exists(kTrace)) GTEST_SKIP() << "no " << kTrace << " (trace asset absent)";
+  KVSERVE_SKIP_IF_ABSENT(std::filesystem::exists(kTrace), kTrace);
   int rc = -1;
   const std::string out =
       RunBinary("sim --trace " + kTrace + " --max-requests 1000 --format json", &rc);
