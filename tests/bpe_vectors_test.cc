@@ -14,6 +14,7 @@
 
 #include <unistd.h>
 
+#include "base/testing/test_dependency.h"
 #include "model/gguf.h"
 #include "model/gguf_vocab.h"
 #include "tokenizer/bpe.h"
@@ -83,7 +84,7 @@ bool HaveGpt2Hf() {
 }
 
 TEST(BpeVectors, Gpt2VocabAndMergesReproduceLlamaCppVectors) {
-  if (!HaveGpt2Hf()) GTEST_SKIP() << "shared/assets/tokenizers not found at " << kTokenizersDir;
+  KVSERVE_SKIP_IF_ABSENT(HaveGpt2Hf(), kTokenizersDir << "/gpt2_hf and ggml-vocab-gpt-2.gguf.inp");
   auto spec = LoadHfVocabAndMerges(kTokenizersDir + "/gpt2_hf/gpt2_vocab.json",
                                    kTokenizersDir + "/gpt2_hf/gpt2_merges.txt");
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
@@ -99,7 +100,7 @@ TEST(BpeVectors, Gpt2VocabAndMergesReproduceLlamaCppVectors) {
 }
 
 TEST(BpeVectors, Gpt2AsTokenizerJsonReproducesLlamaCppVectors) {
-  if (!HaveGpt2Hf()) GTEST_SKIP() << "shared/assets/tokenizers not found at " << kTokenizersDir;
+  KVSERVE_SKIP_IF_ABSENT(HaveGpt2Hf(), kTokenizersDir << "/gpt2_hf and ggml-vocab-gpt-2.gguf.inp");
   // Build a tokenizer.json the way HF ships GPT-2: ByteLevel pre-tokenizer, merges as
   // [left, right] pairs (the newer form), <|endoftext|> as an added special token.
   using Json = nlohmann::json;
@@ -146,7 +147,7 @@ class GgufBpeVectors : public testing::TestWithParam<const char*> {};
 
 TEST_P(GgufBpeVectors, ReproducesLlamaCppVectors) {
   const std::string path = kTokenizersDir + "/ggml-vocab-" + GetParam() + ".gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
+  KVSERVE_SKIP_IF_ABSENT(std::filesystem::exists(path), path);
   auto file = GgufFile::Open(path);
   ASSERT_TRUE(file.ok()) << file.status().ToString();
   auto spec = VocabSpecFromGguf(**file);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "base/testing/test_dependency.h"
 #include "base/thread_pool.h"
 #include "kv/kv_storage.h"
 #include "model/llama.h"
@@ -242,7 +243,7 @@ TEST(EngineGreedyTest, AbortedRequestReturnsAllItsBlocks) {
 TEST(EngineStoriesTest, GreedyReferenceAllCasesTogether) {
   const std::string dir = std::string(KVSERVE_ASSETS_DIR) + "/models/stories260K";
   std::ifstream in(dir + "/greedy_reference.json");
-  if (!in) GTEST_SKIP() << "stories260K assets not found under " << dir;
+  KVSERVE_SKIP_IF_ABSENT(static_cast<bool>(in), dir << "/greedy_reference.json");
   const nlohmann::json ref = nlohmann::json::parse(in);
   auto loaded = LoadModel(dir + "/stories260K.bin");
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();

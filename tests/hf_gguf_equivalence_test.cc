@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/testing/test_dependency.h"
 #include "model/hf_test_util.h"
 #include "model/llama.h"
 #include "model/model_loader.h"
@@ -202,7 +203,7 @@ INSTANTIATE_TEST_SUITE_P(
 // stories260K (llama2.c, interleaved RoPE) saved as GGUF runs to the same logits.
 TEST(Llama2cGgufEquivalenceTest, StoriesSameLogits) {
   const std::string dir = std::string(KVSERVE_ASSETS_DIR) + "/models/stories260K";
-  if (!fs::exists(dir + "/stories260K.bin")) GTEST_SKIP() << "stories260K assets not found";
+  KVSERVE_SKIP_IF_ABSENT(fs::exists(dir + "/stories260K.bin"), dir << "/stories260K.bin");
   auto m = LoadModel(dir + "/stories260K.bin", {});
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   const std::string path =

@@ -4,21 +4,23 @@
 # the same, and give the same greedy tokens as kvserve (and as greedy_reference.json).
 # Usage: llamacpp_compat_test.sh KVSERVE_BINARY ASSETS_DIR WORK_DIR
 # Exit: 0 pass, 1 fail, 77 skip (llama.cpp not installed: run scripts/setup_llamacpp.sh; or
-# ../shared/assets absent). KVSERVE_LLAMACPP_QWEN=1 adds qwen2.5-0.5b q8_0 (~25 s, ~550 MB).
+# ../shared/assets absent); under KVSERVE_REQUIRE_ASSETS=1 (CI) a missing dependency is a
+# failure (1) instead (tests/test_dependency.sh). KVSERVE_LLAMACPP_QWEN=1 adds qwen2.5-0.5b q8_0
+# (~25 s, ~550 MB).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 kvserve="${1:?kvserve binary}"; assets="${2:?assets dir}"; work="${3:?work dir}"
 
-skip() { echo "SKIP: $*"; exit 77; }
+source "$here/test_dependency.sh"
 [[ -x "$kvserve" ]] || { echo "FAIL: kvserve binary not found: $kvserve"; exit 1; }
 [[ -f "$assets/models/stories260K/stories260K.bin" &&
    -f "$assets/models/stories260K/greedy_reference.json" &&
    -f "$assets/tokenizers/ggml-vocab-llama-spm.gguf" ]] ||
-  skip "shared assets absent ($assets)"
-command -v node >/dev/null || skip "node not installed"
+  missing_dependency "the shared assets (stories260K and ggml-vocab-llama-spm.gguf under $assets)"
+command -v node >/dev/null || missing_dependency "node (Debian package nodejs)"
 [[ -d "$here/llamacpp/node_modules/node-llama-cpp" &&
    -d "$here/llamacpp/node_modules/@node-llama-cpp/linux-x64" ]] ||
-  skip "llama.cpp reference not installed (run scripts/setup_llamacpp.sh)"
+  missing_dependency "the llama.cpp reference in $here/llamacpp/node_modules (run scripts/setup_llamacpp.sh)"
 
 rm -rf "$work" && mkdir -p "$work"
 extra=()

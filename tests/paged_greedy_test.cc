@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "base/testing/test_dependency.h"
 #include "base/thread_pool.h"
 #include "kv/kv_storage.h"
 #include "model/kv_calibration.h"
@@ -81,11 +82,9 @@ std::vector<std::vector<TokenId>> RunBatched(LlamaModel& model, const std::vecto
 class PagedGreedyTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(StoriesDir() + "/stories260K.bin") ||
-        !std::filesystem::exists(StoriesDir() + "/greedy_reference.json")) {
-      GTEST_SKIP() << "stories260K assets not found under " << StoriesDir()
-                   << " (shared/assets absent)";
-    }
+    KVSERVE_SKIP_IF_ABSENT(std::filesystem::exists(StoriesDir() + "/stories260K.bin") &&
+                               std::filesystem::exists(StoriesDir() + "/greedy_reference.json"),
+                           "the stories260K assets under " << StoriesDir());
     cases_ = LoadCases();
     ASSERT_FALSE(cases_.empty());
     auto loaded = LoadModel(StoriesDir() + "/stories260K.bin", LoadOptions{});

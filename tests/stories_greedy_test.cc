@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/testing/test_dependency.h"
 #include "base/thread_pool.h"
 #include "model/llama.h"
 #include "model/model_loader.h"
@@ -74,11 +75,9 @@ std::vector<float> AllLogits(LlamaModel* model, const std::vector<TokenId>& seq)
 class StoriesGreedyTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(StoriesDir() + "/stories260K.bin") ||
-        !std::filesystem::exists(StoriesDir() + "/greedy_reference.json")) {
-      GTEST_SKIP() << "stories260K assets not found under " << StoriesDir()
-                   << " (shared/assets absent)";
-    }
+    KVSERVE_SKIP_IF_ABSENT(std::filesystem::exists(StoriesDir() + "/stories260K.bin") &&
+                               std::filesystem::exists(StoriesDir() + "/greedy_reference.json"),
+                           "the stories260K assets under " << StoriesDir());
     cases_ = LoadCases();
     ASSERT_FALSE(cases_.empty());
   }
@@ -109,9 +108,8 @@ TEST_F(StoriesGreedyTest, F32BatchedPromptMatchesReference) {
 // Teacher-forced on the f32 reference sequence: the fraction of positions whose argmax under
 // the Q8_0 export equals the f32 model's argmax.
 TEST_F(StoriesGreedyTest, Q80TopOneAgreementWithF32) {
-  if (!std::filesystem::exists(StoriesDir() + "/stories260K_q80.bin")) {
-    GTEST_SKIP() << "stories260K_q80.bin not found";
-  }
+  KVSERVE_SKIP_IF_ABSENT(std::filesystem::exists(StoriesDir() + "/stories260K_q80.bin"),
+                         StoriesDir() << "/stories260K_q80.bin");
   auto f32 = Load("stories260K.bin");
   auto q80 = Load("stories260K_q80.bin");
   ASSERT_NE(f32, nullptr);

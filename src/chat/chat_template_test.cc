@@ -12,12 +12,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <random>
 #include <sstream>
 
 #include <gtest/gtest.h>
 
+#include "base/testing/test_dependency.h"
 #include "model/gguf.h"
 
 namespace kvserve {
@@ -73,7 +73,7 @@ struct Reference {
   std::string text_or_error;
 };
 
-// Runs the reference renderer once over all cases.
+// Runs the reference renderer (one python process) over the cases.
 std::vector<Reference> RenderWithJinja2(const std::vector<Case>& cases, std::string* error) {
   ojson job;
   job["cases"] = ojson::array();
@@ -147,31 +147,10 @@ std::vector<Case> CasesFor(const std::string& template_path) {
   return cases;
 }
 
-// jinja2's results for every template and case, computed with one python run on first use.
-struct AllReferences {
-  std::map<std::string, std::vector<Reference>> by_template;
-  std::string error;
-};
-const AllReferences& References() {
-  static const AllReferences refs = [] {
-    AllReferences r;
-    std::vector<Case> all;
-    for (const std::string& t : AllTemplates()) {
-      for (Case& c : CasesFor(t)) all.push_back(std::move(c));
-    }
-    const std::vector<Reference> flat = RenderWithJinja2(all, &r.error);
-    for (size_t i = 0; i < flat.size(); ++i) r.by_template[all[i].template_path].push_back(flat[i]);
-    return r;
-  }();
-  return refs;
-}
-
 class Jinja2ReferenceTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Jinja2ReferenceTest, MatchesJinja2ByteForByte) {
-  if (FindPython().empty()) {
-    GTEST_SKIP() << "no python3 with jinja2 (apt-get install python3-jinja2): reference comparison skipped";
-  }
+  KVSERVE_SKIP_IF_ABSENT(!FindPython().empty(), "python3 with jinja2 (apt-get install python3-jinja2)");
   const std::string template_path = GetParam();
   const std::string source = ReadFile(template_path);
   StatusOr<ChatTemplate> tmpl = ChatTemplate::FromString(source);
@@ -179,8 +158,11 @@ TEST_P(Jinja2ReferenceTest, MatchesJinja2ByteForByte) {
 
   const std::vector<Case> cases = CasesFor(template_path);
   ASSERT_GE(cases.size(), 10u);
-  ASSERT_TRUE(References().error.empty()) << References().error;
-  const std::vector<Reference>& refs = References().by_template.at(template_path);
+  // jinja2's results for this template's cases only, one python run: ctest runs each template
+  // in its own process, where rendering every template's cases made each test pay for all.
+  std::string error;
+  const std::vector<Reference> refs = RenderWithJinja2(cases, &error);
+  ASSERT_TRUE(error.empty()) << error;
   ASSERT_EQ(refs.size(), cases.size());
 
   int matched_text = 0, matched_error = 0;
@@ -229,10 +211,9 @@ INSTANTIATE_TEST_SUITE_P(Templates, Jinja2ReferenceTest, ::testing::ValuesIn(All
                          });
 
 TEST(ChatTemplateTest, AssetsPresentOrSkipped) {
-  if (ListFiles(AssetsTemplateDir(), ".jinja").empty()) {
-    GTEST_SKIP() << "no templates in " << AssetsTemplateDir()
-                 << " (shared assets absent): only ChatML and Llama 2 are compared";
-  }
+  KVSERVE_SKIP_IF_ABSENT(!ListFiles(AssetsTemplateDir(), ".jinja").empty(),
+                         ".jinja templates in " << AssetsTemplateDir()
+                                                << " (only ChatML and Llama 2 are compared)");
   EXPECT_GE(ListFiles(AssetsTemplateDir(), ".jinja").size(), 7u);
 }
 
@@ -412,7 +393,7 @@ TEST(ChatTemplateTest, RealGgufModelIfPresent) {
       }
     }
   }
-  if (found.empty()) GTEST_SKIP() << "no GGUF model under ../shared/assets/models";
+  KVSERVE_SKIP_IF_ABSENT(!found.empty(), "a GGUF model under " << KVSERVE_ASSETS_DIR << "/models");
   StatusOr<LoadedChatTemplate> t = LoadChatTemplate(found, "");
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   std::printf("[ gguf     ] %s: template from %s, bos '%s', eos '%s'\n", found.c_str(), t->origin.c_str(),

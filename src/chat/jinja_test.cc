@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/testing/test_dependency.h"
+
 namespace kvserve::jinja {
 namespace {
 
@@ -355,7 +357,7 @@ const std::string& Python() {
 }
 
 TEST(JinjaTest, SnippetsMatchJinja2) {
-  if (Python().empty()) GTEST_SKIP() << "no python3 with jinja2 (apt-get install python3-jinja2): comparison skipped";
+  KVSERVE_SKIP_IF_ABSENT(!Python().empty(), "python3 with jinja2 (apt-get install python3-jinja2)");
   const ojson ctx = ojson::parse(kContextJson);
   ojson job;
   job["cases"] = ojson::array();

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "base/testing/test_dependency.h"
 #include "cli/cli_test_util.h"
 #include "cli/generate.h"
 #include "model/synthetic.h"
@@ -182,12 +183,12 @@ void ExpectGreedyMatchesReference(const std::string& model_path, const std::stri
 }
 
 TEST(KvserveCliTest, Stories260KGreedyMatchesRunC) {
-  if (!HasStories()) GTEST_SKIP() << "no " << kStoriesDir << " (shared assets absent)";
+  KVSERVE_SKIP_IF_ABSENT(HasStories(), kStoriesDir << "/stories260K.bin");
   ExpectGreedyMatchesReference(kStoriesDir + "/stories260K.bin", "");
 }
 
 TEST(KvserveCliTest, Stories260KTextModePrintsWhatRunCPrints) {
-  if (!HasStories()) GTEST_SKIP() << "no " << kStoriesDir << " (shared assets absent)";
+  KVSERVE_SKIP_IF_ABSENT(HasStories(), kStoriesDir << "/stories260K.bin");
   json ref = StoriesReference();
   const json& c = ref["cases"][2];  // "Once upon a time", 64 steps
   ASSERT_EQ(c["prompt"], "Once upon a time");
@@ -199,7 +200,7 @@ TEST(KvserveCliTest, Stories260KTextModePrintsWhatRunCPrints) {
 }
 
 TEST(KvserveCliTest, Stories260KConvertedToGgufGivesSameTokens) {
-  if (!HasStories()) GTEST_SKIP() << "no " << kStoriesDir << " (shared assets absent)";
+  KVSERVE_SKIP_IF_ABSENT(HasStories(), kStoriesDir << "/stories260K.bin");
   TempDir tmp;
   const std::string out = tmp.file("stories260K.gguf");
   Ran r = RunKv({"convert", "--model", kStoriesDir + "/stories260K.bin", "-o", out});
@@ -213,7 +214,7 @@ TEST(KvserveCliTest, Stories260KConvertedToGgufGivesSameTokens) {
 }
 
 TEST(KvserveCliTest, ContextFullEndsWithLength) {
-  if (!HasStories()) GTEST_SKIP() << "no " << kStoriesDir << " (shared assets absent)";
+  KVSERVE_SKIP_IF_ABSENT(HasStories(), kStoriesDir << "/stories260K.bin");
   // 500 prompt tokens in a 512-token context: prompt + output <= --max-model-len (vLLM's
   // rule, the same in serve), so 12 outputs.
   std::string ids;
@@ -248,7 +249,7 @@ TEST(KvserveCliTest, ContextFullEndsWithLength) {
 TEST(KvserveCliTest, TokenizeVocabOnlyGgufMatchesConformanceVectors) {
   for (const std::string name : {"llama-spm", "gpt-2"}) {
     const std::string vocab = kAssets + "/tokenizers/ggml-vocab-" + name + ".gguf";
-    if (!fs::exists(vocab)) GTEST_SKIP() << "no " << vocab << " (shared assets absent)";
+    KVSERVE_SKIP_IF_ABSENT(fs::exists(vocab), vocab);
     const std::string inp = ReadFile(vocab + ".inp");
     const std::string outp = ReadFile(vocab + ".out");
     const std::string sep = "\n__ggml_vocab_test__\n";
@@ -278,7 +279,7 @@ TEST(KvserveCliTest, TokenizeVocabOnlyGgufMatchesConformanceVectors) {
 }
 
 TEST(KvserveCliTest, TokenizeLlama2cModelAddsBos) {
-  if (!HasStories()) GTEST_SKIP() << "no " << kStoriesDir << " (shared assets absent)";
+  KVSERVE_SKIP_IF_ABSENT(HasStories(), kStoriesDir << "/stories260K.bin");
   Ran r = RunKv({"tokenize", "--model", kStoriesDir + "/stories260K.bin", "--text",
                  "Once upon a time"});
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "base/testing/test_dependency.h"
 #include "cli/cli_test_util.h"
 
 namespace kvserve::cli {
@@ -64,7 +65,7 @@ json RunEvalJson(const std::vector<std::string>& extra, const std::string& text)
 }
 
 TEST(EvalPerplexityCliTest, StoriesPerplexityIsPlausible) {
-  if (!HasAssets()) GTEST_SKIP() << "no " << kStories << " or " << kValidation;
+  KVSERVE_SKIP_IF_ABSENT(HasAssets(), kStories << " and " << kValidation);
   TextSlice slice(3000);
   json j = RunEvalJson({}, slice.path());
   ASSERT_TRUE(j.is_object());
@@ -86,7 +87,7 @@ TEST(EvalPerplexityCliTest, StoriesPerplexityIsPlausible) {
 }
 
 TEST(EvalPerplexityCliTest, F32AgainstF32IsIdentical) {
-  if (!HasAssets()) GTEST_SKIP() << "no " << kStories << " or " << kValidation;
+  KVSERVE_SKIP_IF_ABSENT(HasAssets(), kStories << " and " << kValidation);
   TextSlice slice(3000);
   json j = RunEvalJson({"--kv-cache-dtype", "f32", "--kl-divergence"}, slice.path());
   ASSERT_TRUE(j.is_object());
@@ -99,7 +100,7 @@ TEST(EvalPerplexityCliTest, F32AgainstF32IsIdentical) {
 }
 
 TEST(EvalPerplexityCliTest, QuantizedKvStaysCloseToF32) {
-  if (!HasAssets()) GTEST_SKIP() << "no " << kStories << " or " << kValidation;
+  KVSERVE_SKIP_IF_ABSENT(HasAssets(), kStories << " and " << kValidation);
   TextSlice slice(3000);
   // f16 in passes of 32 tokens, so that most context is read back from the f16 cache.
   json f16 = RunEvalJson({"--kv-cache-dtype", "f16", "--kl-divergence", "--batch-size", "32"},
@@ -121,7 +122,7 @@ TEST(EvalPerplexityCliTest, QuantizedKvStaysCloseToF32) {
 }
 
 TEST(EvalPerplexityCliTest, TextSummaryAndBanners) {
-  if (!HasAssets()) GTEST_SKIP() << "no " << kStories << " or " << kValidation;
+  KVSERVE_SKIP_IF_ABSENT(HasAssets(), kStories << " and " << kValidation);
   TextSlice slice(3000);
   Ran r = RunKv({"eval", "perplexity", "-m", kStories, "-f", slice.path(), "--ctx", "128",
                  "--kl-divergence", "--kv-cache-dtype", "bf16", "--threads", "1",
@@ -136,7 +137,7 @@ TEST(EvalPerplexityCliTest, TextSummaryAndBanners) {
 }
 
 TEST(EvalPerplexityCliTest, CtxIsCappedByTheModelContext) {
-  if (!HasAssets()) GTEST_SKIP() << "no " << kStories << " or " << kValidation;
+  KVSERVE_SKIP_IF_ABSENT(HasAssets(), kStories << " and " << kValidation);
   TextSlice slice(6000);
   Ran r = RunKv({"eval", "perplexity", "-m", kStories, "-f", slice.path(), "--ctx", "4096",
                  "--max-windows", "1", "--format", "json", "--threads", "2"});

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "base/testing/test_dependency.h"
 #include "cli/cli_test_util.h"
 #include "sim/sim_test_util.h"
 
@@ -91,7 +92,7 @@ TEST(SimCliTest, ReplaysAFileAndReportsErrors) {
 // The binary on the first 1000 requests of the real trace, every default capacity: the hit rate
 // grows with the capacity up to the unbounded one.
 TEST(SimCliTest, MooncakeTraceBinary) {
-  if (!std::filesystem::exists(kTrace)) GTEST_SKIP() << "no " << kTrace << " (trace asset absent)";
+  KVSERVE_SKIP_IF_ABSENT(std::filesystem::exists(kTrace), kTrace);
   int rc = -1;
   const std::string out =
       RunBinary("sim --trace " + kTrace + " --max-requests 1000 --format json", &rc);

@@ -11,6 +11,8 @@
 #include <map>
 #include <set>
 
+#include "base/testing/test_dependency.h"
+
 namespace kvserve::loadgen {
 namespace {
 
@@ -254,10 +256,9 @@ TEST(RealTraces, ParseTheSharedAssets) {
   const std::string mooncake = AssetPath("traces/mooncake/conversation_trace.jsonl");
   const std::string azure = AssetPath("traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv");
   const std::string sharegpt = AssetPath("traces/sharegpt/ShareGPT_V3_filtered_1000.json");
-  if (!std::filesystem::exists(mooncake) || !std::filesystem::exists(azure) ||
-      !std::filesystem::exists(sharegpt)) {
-    GTEST_SKIP() << "shared trace assets not found under " << KVSERVE_ASSETS_DIR;
-  }
+  KVSERVE_SKIP_IF_ABSENT(std::filesystem::exists(mooncake) && std::filesystem::exists(azure) &&
+                             std::filesystem::exists(sharegpt),
+                         "the shared trace assets under " << KVSERVE_ASSETS_DIR);
   DatasetOptions o;
   o.name = "mooncake";
   o.dataset_path = mooncake;

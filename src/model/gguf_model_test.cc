@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "base/testing/test_dependency.h"
 #include "model/gguf.h"
 #include "model/hf_test_util.h"
 #include "model/model_loader.h"
@@ -213,7 +214,7 @@ TEST_F(GgufModelTest, RefusesUnknownArchitectureAndBadTensors) {
 TEST_F(GgufModelTest, LoadsRealLlamaGguf) {
   const std::string p =
       std::string(KVSERVE_ASSETS_DIR) + "/models/llama-2-tiny-random/llama-2-tiny-random.gguf";
-  if (!fs::exists(p)) GTEST_SKIP() << "asset not found: " << p;
+  KVSERVE_SKIP_IF_ABSENT(fs::exists(p), p);
   auto m = LoadGgufModel(p, {});
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_EQ(m->config.architecture, "llama");
@@ -241,7 +242,7 @@ TEST_F(GgufModelTest, LoadsRealLlamaGguf) {
 // byte tokens) that encodes the stories prompts to the same ids as the llama2.c tokenizer.
 TEST_F(GgufModelTest, Llama2cStoriesToGgufKeepsTokenIds) {
   const std::string dir = std::string(KVSERVE_ASSETS_DIR) + "/models/stories260K";
-  if (!fs::exists(dir + "/stories260K.bin")) GTEST_SKIP() << "stories260K assets not found";
+  KVSERVE_SKIP_IF_ABSENT(fs::exists(dir + "/stories260K.bin"), dir << "/stories260K.bin");
   LoadOptions lo;
   lo.tokenizer_path = dir + "/tok512.bin";
   auto m = LoadModel(dir + "/stories260K.bin", lo);

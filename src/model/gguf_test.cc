@@ -11,6 +11,8 @@
 #include <random>
 #include <sstream>
 
+#include "base/testing/test_dependency.h"
+
 namespace kvserve {
 namespace {
 
@@ -326,7 +328,7 @@ std::string AssetPath(const std::string& rel) { return std::string(KVSERVE_ASSET
 
 TEST(GgufTest, ReadsLlama2TinyRandom) {
   std::string path = AssetPath("models/llama-2-tiny-random/llama-2-tiny-random.gguf");
-  if (!fs::exists(path)) GTEST_SKIP() << "asset missing: " << path;
+  KVSERVE_SKIP_IF_ABSENT(fs::exists(path), path);
   auto f = GgufFile::Open(path);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   const GgufFile& g = **f;
@@ -391,7 +393,7 @@ TEST(GgufTest, ReadsVocabFiles) {
     EXPECT_TRUE((*f)->tensors().empty());
     ++num_read;
   }
-  if (num_read == 0) GTEST_SKIP() << "no vocab files under " << AssetPath("tokenizers");
+  KVSERVE_SKIP_IF_ABSENT(num_read > 0, "vocab files under " << AssetPath("tokenizers"));
 }
 
 }  // namespace

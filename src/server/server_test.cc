@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/testing/test_dependency.h"
 #include "kv/kv_storage.h"
 #include "model/synthetic.h"
 
@@ -555,9 +556,8 @@ TEST_F(ServerTest, MetricsExplainTheCacheAndPassPromtool) {
   // promtool (Debian package `prometheus`) validates the exposition format. Exit status 3
   // with lint findings: the only one allowed is about the ':' in the names, which the
   // "kvserve:" prefix (vLLM's "vllm:" convention, which the issue asks for) implies.
-  if (std::system("command -v promtool >/dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "promtool not installed (Debian package prometheus): format not validated";
-  }
+  KVSERVE_SKIP_IF_ABSENT(std::system("command -v promtool >/dev/null 2>&1") == 0,
+                         "promtool (Debian package prometheus): format not validated");
   const std::string path = ::testing::TempDir() + "/kvserve_metrics.txt";
   std::ofstream(path) << text;
   const std::string cmd = "promtool check metrics < " + path + " 2>&1";

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "base/testing/test_dependency.h"
 #include "sim/sim_test_util.h"
 
 namespace kvserve::sim {
@@ -326,7 +327,7 @@ TEST(SimTest, RunSimValidatesOptionsAndSweeps) {
 
 // The real Mooncake trace (first 1000 requests) through a small and a large cache.
 TEST(SimTest, MooncakeTraceSlice) {
-  if (!std::filesystem::exists(kTrace)) GTEST_SKIP() << "no " << kTrace << " (trace asset absent)";
+  KVSERVE_SKIP_IF_ABSENT(std::filesystem::exists(kTrace), kTrace);
   auto trace = LoadMooncakeTrace(kTrace, kMooncakeTraceBlockTokens);
   ASSERT_TRUE(trace.ok()) << trace.status().ToString();
   EXPECT_EQ(trace->size(), 12031u);

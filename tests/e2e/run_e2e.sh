@@ -5,18 +5,20 @@
 #   3. SIGTERM while a stream is in flight: the stream completes, the server exits 0.
 # Usage: run_e2e.sh KVSERVE_BINARY WORK_DIR
 # The openai package is installed by scripts/setup_e2e.sh into tests/e2e/node_modules; when it
-# is missing the test fails (set KVSERVE_SKIP_E2E=1 to skip instead, exit 77).
+# is missing the test fails (set KVSERVE_SKIP_E2E=1 to skip instead, exit 77, except under
+# KVSERVE_REQUIRE_ASSETS=1, as in CI, where a missing dependency always fails).
 set -uo pipefail
 BIN="$1"
 WORK="$2"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 mkdir -p "$WORK"
 
+source "$HERE/../test_dependency.sh"
+
 if [[ ! -d "$HERE/node_modules/openai" ]] || ! command -v node >/dev/null || ! command -v curl >/dev/null; then
-  if [[ "${KVSERVE_SKIP_E2E:-0}" == 1 ]]; then
-    echo "SKIP: node, curl or the openai package is missing (KVSERVE_SKIP_E2E=1)"; exit 77
-  fi
-  echo "FAIL: node, curl or tests/e2e/node_modules/openai is missing: run scripts/setup_e2e.sh"
+  what="node, curl or tests/e2e/node_modules/openai (run scripts/setup_e2e.sh)"
+  [[ "${KVSERVE_SKIP_E2E:-0}" == 1 ]] && missing_dependency "$what; KVSERVE_SKIP_E2E=1"
+  echo "FAIL: missing test dependency: $what"
   exit 1
 fi
 
