@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/cli_test_util.h"
+#include "cli_test_util.h"
 #include "sim/sim_test_util.h"
 
 namespace kvserve::sim {

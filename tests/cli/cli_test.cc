@@ -13,9 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/cli_test_util.h"
-#include "cli/generate.h"
-#include "model/synthetic.h"
+#include "cli_test_util.h"
 
 namespace kvserve::cli {
 namespace {
