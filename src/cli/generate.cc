@@ -13,7 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_util.h"
+#include "cli/model_setup.h"
 #include "model/synthetic.h"
+#include "runtime/batch_generate.h"
 #include "runtime/engine.h"
 #include "runtime/engine_core.h"
 #include "runtime/engine_policy.h"
@@ -67,151 +69,82 @@ StatusOr<std::vector<std::string>> ReadPromptsFile(const std::string& path) {
   return prompts;
 }
 
-double Ms(EngineClock::duration d) {
-  return std::chrono::duration<double, std::milli>(d).count();
-}
-
 // --prompts-file: every prompt through the engine at once.
-int RunPromptsFile(const GenerateOptions& options, LlamaModel& model, const Tokenizer* tokenizer,
-                   bool llama2c) {
+int RunPromptsFile(const GenerateOptions& options, LlamaModel& model, const Tokenizer& tokenizer) {
   const bool json = options.output_format == "json";
   auto prompts = ReadPromptsFile(options.prompts_file);
   if (!prompts.ok()) return ReportError(prompts.status());
-  if (tokenizer == nullptr) {
-    return ReportError(InvalidArgumentError(
-        "the model carries no tokenizer; pass one with --tokenizer PATH"));
-  }
   const int64_t num_requests = static_cast<int64_t>(prompts->size());
 
   const int threads = options.threads > 0 ? options.threads : ThreadPool::HardwareThreads();
   ThreadPool pool(threads);
   auto kv_config = ResolveKvCacheFlags(options.kv);
   if (!kv_config.ok()) return ReportError(kv_config.status());
-  KvCacheConfig kvc = *kv_config;
-  const int64_t max_model_len =
-      kvc.max_model_len > 0 ? kvc.max_model_len : model.config().max_seq_len;
-  auto scheduler = ResolveSchedulerConfig(options.scheduler, max_model_len);
-  if (!scheduler.ok()) return ReportError(scheduler.status());
+  EngineConfigOptions eco;
+  eco.kv = *kv_config;
+  eco.scheduler = options.scheduler;
   // One-shot sizing: room for the sequences that can run at once (unless a budget flag says).
-  kvc.default_num_sequences = std::min(num_requests, scheduler->max_num_seqs);
-  kvc.max_num_batched_tokens = scheduler->max_num_batched_tokens;
-  auto kv = CreateKvCacheWithBanner(model, tokenizer, kvc, &pool);
+  eco.default_num_sequences = num_requests;
+  auto config = ResolveEngineConfig(eco, model, &tokenizer);
+  if (!config.ok()) return ReportError(config.status());
+  auto kv = CreateKvCacheWithBanner(model, &tokenizer, config->kv, &pool);
   if (!kv.ok()) return ReportError(kv.status());
-
   EngineOptions eo;
-  eo.enable_prefix_caching = options.scheduler.enable_prefix_caching;
-  eo.tokenizer = tokenizer;
-  eo.scheduler = *scheduler;
-  eo.scheduler.max_model_len = kv->max_model_len;
-  eo.scheduler.model_namespace = model.config().name;
-  eo.scheduler.eos_token_ids =
-      EndOfGenerationIds(*tokenizer, model.config().vocab_size, llama2c);
+  static_cast<EngineCoreOptions&>(eo) = config->core;
+  eo.tokenizer = &tokenizer;
   auto engine = Engine::Create(eo, &model, &*kv, &pool);
   if (!engine.ok()) return ReportError(engine.status());
 
-  std::vector<std::vector<TokenId>> prompt_ids;
   EncodeOptions encode;
   encode.add_bos = !options.no_bos;
-  for (const std::string& p : *prompts) prompt_ids.push_back(tokenizer->Encode(p, encode));
+  std::vector<RequestInput> inputs;
+  for (int64_t i = 0; i < num_requests; ++i) {
+    RequestInput in;
+    in.prompt_ids = tokenizer.Encode((*prompts)[i], encode);
+    in.sampling = options.sampling;
+    in.sampling.seed = options.sampling.seed + static_cast<uint64_t>(i);
+    in.max_tokens = std::max<int64_t>(1, options.max_new_tokens);
+    in.ignore_eos = options.ignore_eos;
+    inputs.push_back(std::move(in));
+  }
 
   // Commit the KV pages this run can touch before the clock starts, as serve commits its whole
-  // cache at start-up: at most every request's prompt + output, in the lowest block ids (the
-  // pool hands those out first). First-touch page faults are then not part of the timings.
-  const int64_t max_tokens = std::max<int64_t>(1, options.max_new_tokens);
-  int64_t run_blocks = 0;
-  for (const std::vector<TokenId>& ids : prompt_ids) {
-    run_blocks += kv->spec.blocks_for_tokens(static_cast<int64_t>(ids.size()) + max_tokens);
-  }
-  run_blocks = std::min(run_blocks, kv->num_blocks());
+  // cache at start-up (in the lowest block ids: the pool hands those out first). First-touch
+  // page faults are then not part of the timings.
+  const int64_t run_blocks = BatchKvBlocks(*kv, inputs);
   const auto commit_start = std::chrono::steady_clock::now();
   kv->storage->CommitMemory(run_blocks);
   std::fprintf(stderr, "KV cache: %s of %lld blocks committed in %.2f s\n",
                HumanBytes(run_blocks * kv->spec.bytes_per_block()).c_str(),
                static_cast<long long>(run_blocks), SecondsSince(commit_start));
 
-  const auto start = EngineClock::now();
-  std::vector<std::unique_ptr<RequestStream>> streams;
+  std::vector<std::vector<TokenId>> prompt_ids;
   for (int64_t i = 0; i < num_requests; ++i) {
-    RequestInput in;
-    in.prompt_ids = prompt_ids[i];
-    in.sampling = options.sampling;
-    in.sampling.seed = options.sampling.seed + static_cast<uint64_t>(i);
-    in.max_tokens = max_tokens;
-    in.ignore_eos = options.ignore_eos;
-    auto stream = (*engine)->submit(std::move(in));
-    if (!stream.ok()) {
-      return ReportError(stream.status().WithContext("prompt on line " + std::to_string(i + 1) +
-                                                     " of --prompts-file"));
+    if (Status s = (*engine)->validate(inputs[i]); !s.ok()) {
+      return ReportError(
+          s.WithContext("prompt on line " + std::to_string(i + 1) + " of --prompts-file"));
     }
-    streams.push_back(std::move(stream).value());
+    prompt_ids.push_back(inputs[i].prompt_ids);
   }
-
-  struct Result {
-    std::vector<TokenId> ids;
-    FinishReason finish = FinishReason::kNone;
-    std::string error;
-    int64_t cached_tokens = 0;
-    double ttft_ms = 0, tpot_ms = 0;
-  };
-  std::vector<Result> results(static_cast<size_t>(num_requests));
-  EngineClock::time_point last = start;
+  auto batch = GenerateBatch(**engine, std::move(inputs));
+  if (!batch.ok()) return ReportError(batch.status());
   for (int64_t i = 0; i < num_requests; ++i) {
-    Result& r = results[i];
-    RequestStream& s = *streams[i];
-    StreamEvent ev;
-    EngineClock::time_point first_token, last_token;
-    while (s.Next(&ev)) {
-      if (!ev.token_ids.empty()) {
-        if (r.ids.empty()) first_token = ev.time;
-        last_token = ev.time;
-        r.ids.insert(r.ids.end(), ev.token_ids.begin(), ev.token_ids.end());
-      }
-      r.cached_tokens = std::max(r.cached_tokens, ev.num_cached_prompt_tokens);
-      if (ev.finished()) {
-        r.finish = ev.finish_reason;
-        r.error = ev.error;
-        last = std::max(last, ev.time);
-      }
-    }
-    if (!r.ids.empty()) {
-      r.ttft_ms = Ms(first_token - s.submit_time());
-      if (r.ids.size() > 1) r.tpot_ms = Ms(last_token - first_token) / (r.ids.size() - 1);
-    }
-  }
-  const double elapsed_s = std::chrono::duration<double>(last - start).count();
-  const EngineStats stats = (*engine)->wait_until_idle();
-
-  int64_t total_prompt = 0, total_output = 0, num_ttft = 0, num_tpot = 0;
-  double sum_ttft = 0, sum_tpot = 0;
-  int num_errors = 0;
-  for (int64_t i = 0; i < num_requests; ++i) {
-    const Result& r = results[i];
-    total_prompt += static_cast<int64_t>(prompt_ids[i].size());
-    total_output += static_cast<int64_t>(r.ids.size());
-    if (!r.ids.empty()) {
-      sum_ttft += r.ttft_ms;
-      ++num_ttft;
-    }
-    if (r.ids.size() > 1) {
-      sum_tpot += r.tpot_ms;
-      ++num_tpot;
-    }
-    if (r.finish == FinishReason::kError || r.finish == FinishReason::kAbort) ++num_errors;
-    std::vector<TokenId> text_ids = r.ids;
-    if (r.finish == FinishReason::kStop && !text_ids.empty()) text_ids.pop_back();
-    const std::string text = ContinuationText(*tokenizer, prompt_ids[i], text_ids);
+    const BatchOutput& r = batch->outputs[i];
+    std::vector<TokenId> text_ids = r.token_ids;
+    if (r.finish_reason == FinishReason::kStop && !text_ids.empty()) text_ids.pop_back();
+    const std::string text = ContinuationText(tokenizer, prompt_ids[i], text_ids);
     if (json) {
       nlohmann::json out;
       out["index"] = i;
       out["prompt"] = (*prompts)[i];
       out["prompt_token_ids"] = prompt_ids[i];
-      out["output_token_ids"] = r.ids;
+      out["output_token_ids"] = r.token_ids;
       out["text"] = text;
-      out["finish_reason"] = FinishReasonName(r.finish);
+      out["finish_reason"] = FinishReasonName(r.finish_reason);
       if (!r.error.empty()) out["error"] = r.error;
       out["num_prompt_tokens"] = prompt_ids[i].size();
-      out["num_output_tokens"] = r.ids.size();
-      out["cached_tokens"] = r.cached_tokens;
+      out["num_output_tokens"] = r.token_ids.size();
+      out["cached_tokens"] = r.num_cached_prompt_tokens;
       out["ttft_ms"] = r.ttft_ms;
       out["tpot_ms"] = r.tpot_ms;
       std::printf("%s\n",
@@ -223,25 +156,19 @@ int RunPromptsFile(const GenerateOptions& options, LlamaModel& model, const Toke
       if (i + 1 < num_requests) std::printf("\n");
     }
   }
-  const double tps = elapsed_s > 0 ? total_output / elapsed_s : 0.0;
-  const double mean_ttft = num_ttft > 0 ? sum_ttft / num_ttft : 0.0;
-  const double mean_tpot = num_tpot > 0 ? sum_tpot / num_tpot : 0.0;
-  const double hit_rate = stats.prefix_queries_tokens > 0
-                              ? static_cast<double>(stats.prefix_hits_tokens) /
-                                    stats.prefix_queries_tokens
-                              : 0.0;
+  const BatchSummary& sum = batch->summary;
   if (json) {
     nlohmann::json summary;
-    summary["num_requests"] = num_requests;
-    summary["total_prompt_tokens"] = total_prompt;
-    summary["total_output_tokens"] = total_output;
-    summary["elapsed_s"] = elapsed_s;
-    summary["output_tokens_per_s"] = tps;
-    summary["mean_ttft_ms"] = mean_ttft;
-    summary["mean_tpot_ms"] = mean_tpot;
-    summary["prefix_cache_hit_rate"] = hit_rate;
-    summary["num_preemptions"] = stats.num_preemptions_total;
-    summary["num_steps"] = stats.num_steps;
+    summary["num_requests"] = sum.num_requests;
+    summary["total_prompt_tokens"] = sum.total_prompt_tokens;
+    summary["total_output_tokens"] = sum.total_output_tokens;
+    summary["elapsed_s"] = sum.elapsed_s;
+    summary["output_tokens_per_s"] = sum.output_tokens_per_s;
+    summary["mean_ttft_ms"] = sum.mean_ttft_ms;
+    summary["mean_tpot_ms"] = sum.mean_tpot_ms;
+    summary["prefix_cache_hit_rate"] = sum.prefix_cache_hit_rate;
+    summary["num_preemptions"] = sum.num_preemptions;
+    summary["num_steps"] = sum.num_steps;
     summary["threads"] = threads;
     std::printf("%s\n", summary.dump().c_str());
   } else {
@@ -250,13 +177,15 @@ int RunPromptsFile(const GenerateOptions& options, LlamaModel& model, const Toke
                  "%lld requests: %lld prompt tokens, %lld output tokens in %.3f s "
                  "(%.1f output tok/s); mean TTFT %.1f ms, mean TPOT %.2f ms; prefix cache hit "
                  "rate %.1f%%; %lld steps, %lld preemptions; %d threads\n",
-                 static_cast<long long>(num_requests), static_cast<long long>(total_prompt),
-                 static_cast<long long>(total_output), elapsed_s, tps, mean_ttft, mean_tpot,
-                 100.0 * hit_rate, static_cast<long long>(stats.num_steps),
-                 static_cast<long long>(stats.num_preemptions_total), threads);
+                 static_cast<long long>(sum.num_requests),
+                 static_cast<long long>(sum.total_prompt_tokens),
+                 static_cast<long long>(sum.total_output_tokens), sum.elapsed_s,
+                 sum.output_tokens_per_s, sum.mean_ttft_ms, sum.mean_tpot_ms,
+                 100.0 * sum.prefix_cache_hit_rate, static_cast<long long>(sum.num_steps),
+                 static_cast<long long>(sum.num_preemptions), threads);
   }
   std::fflush(stdout);
-  return num_errors > 0 ? 1 : 0;
+  return batch->summary.num_failed > 0 ? 1 : 0;
 }
 
 }  // namespace
@@ -279,47 +208,17 @@ int RunGenerateCommand(const GenerateOptions& options) {
   }
 
   // 1. The model.
-  auto load_start = Clock::now();
-  LoadedModel loaded;
-  if (options.model_path.empty()) {
-    loaded = MakeBuiltinDefaultModel();
-    std::fprintf(stderr,
-                 "note: no --model given, using the built-in default model '%s'.\n"
-                 "note: ITS WEIGHTS ARE RANDOM: the text it generates is noise. Pass --model PATH "
-                 "(GGUF file, llama2.c checkpoint or Hugging Face folder) for real text.\n",
-                 loaded.config.name.c_str());
-  } else {
-    auto from_file = LoadModelWithProgress(options.model_path, options.tokenizer_path);
-    if (!from_file.ok()) return ReportError(from_file.status());
-    loaded = std::move(from_file).value();
-  }
-  const double load_seconds = SecondsSince(load_start);
-  PrintModelSummary(loaded, load_seconds);
-  const std::string model_name = options.model_path.empty() ? loaded.config.name
-                                                             : options.model_path;
-  const bool llama2c = loaded.format.rfind("llama2c", 0) == 0;
-  const int64_t num_parameters = loaded.config.NumParameters();
-  const int64_t weight_bytes = loaded.WeightBytes();
-  const int64_t weight_bytes_per_token = WeightBytesPerToken(loaded);
-  const int64_t parameters_per_token = ParametersPerToken(loaded);
-  const int64_t output_parameters = OutputParameters(loaded);
-  const std::string weight_type = loaded.WeightTypeSummary();
-
-  std::unique_ptr<Tokenizer> tokenizer;
-  if (loaded.vocab.has_value()) {
-    auto tok = Tokenizer::Create(*loaded.vocab);
-    if (!tok.ok()) return ReportError(tok.status().WithContext("tokenizer"));
-    tokenizer = std::move(tok).value();
-  }
-
-  auto created = LlamaModel::Create(std::move(loaded));
-  if (!created.ok()) return ReportError(created.status());
-  std::unique_ptr<LlamaModel> model = std::move(created).value();
-  PrintPackedWeights(model->packed_weights_bytes());
+  CommandModelOptions mo;
+  mo.model_path = options.model_path;
+  mo.tokenizer_path = options.tokenizer_path;
+  mo.require_tokenizer = !options.prompts_file.empty();
+  auto loaded_or = LoadCommandModel(mo);
+  if (!loaded_or.ok()) return ReportError(loaded_or.status());
+  CommandModel& cm = *loaded_or;
+  LlamaModel* model = cm.model.get();
+  const Tokenizer* tokenizer = cm.tokenizer.get();
   const int64_t vocab_size = model->config().vocab_size;
-  if (!options.prompts_file.empty()) {
-    return RunPromptsFile(options, *model, tokenizer.get(), llama2c);
-  }
+  if (!options.prompts_file.empty()) return RunPromptsFile(options, *model, *tokenizer);
 
   // 2. The prompt.
   std::vector<TokenId> prompt_ids;
@@ -330,10 +229,7 @@ int RunGenerateCommand(const GenerateOptions& options) {
   } else if (options.random_prompt_tokens > 0) {
     prompt_ids = SyntheticTokenIds(options.random_prompt_tokens, vocab_size);
   } else {
-    if (tokenizer == nullptr) {
-      return ReportError(InvalidArgumentError(
-          "the model carries no tokenizer; pass one with --tokenizer PATH"));
-    }
+    if (tokenizer == nullptr) return ReportError(NoTokenizerError());
     EncodeOptions encode;
     encode.add_bos = !options.no_bos;
     prompt_ids = tokenizer->Encode(options.prompt, encode);
@@ -346,26 +242,16 @@ int RunGenerateCommand(const GenerateOptions& options) {
   ThreadPool pool(threads);
   auto kv_config = ResolveKvCacheFlags(options.kv);
   if (!kv_config.ok()) return ReportError(kv_config.status());
-  KvCacheConfig kvc = *kv_config;
-  const int64_t max_model_len =
-      kvc.max_model_len > 0 ? kvc.max_model_len : model->config().max_seq_len;
-  SchedulerFlags flags = options.scheduler;
-  flags.max_num_seqs = 1;
-  if (flags.max_num_batched_tokens == 0) flags.max_num_batched_tokens = max_model_len;
-  auto scheduler = ResolveSchedulerConfig(flags, max_model_len);
-  if (!scheduler.ok()) return ReportError(scheduler.status());
-  kvc.max_num_batched_tokens = scheduler->max_num_batched_tokens;
-  auto kv = CreateKvCacheWithBanner(*model, tokenizer.get(), kvc, &pool);
+  EngineConfigOptions eco;
+  eco.kv = *kv_config;
+  eco.scheduler = options.scheduler;
+  eco.scheduler.max_num_seqs = 1;
+  eco.prompt_in_one_pass = true;
+  auto config = ResolveEngineConfig(eco, *model, tokenizer);
+  if (!config.ok()) return ReportError(config.status());
+  auto kv = CreateKvCacheWithBanner(*model, tokenizer, config->kv, &pool);
   if (!kv.ok()) return ReportError(kv.status());
-  EngineCoreOptions co;
-  co.enable_prefix_caching = flags.enable_prefix_caching;
-  co.scheduler = *scheduler;
-  co.scheduler.max_model_len = kv->max_model_len;
-  co.scheduler.model_namespace = model->config().name;
-  if (tokenizer != nullptr) {
-    co.scheduler.eos_token_ids = EndOfGenerationIds(*tokenizer, vocab_size, llama2c);
-  }
-  auto core = EngineCore::Create(co, model.get(), &*kv, &pool);
+  auto core = EngineCore::Create(config->core, model, &*kv, &pool);
   if (!core.ok()) return ReportError(core.status());
 
   RequestInput input;
@@ -382,7 +268,7 @@ int RunGenerateCommand(const GenerateOptions& options) {
   // 4. Generate, streaming text in text mode.
   std::unique_ptr<IncrementalDetokenizer> detok;
   if (!json && tokenizer != nullptr) {
-    detok = std::make_unique<IncrementalDetokenizer>(tokenizer.get());
+    detok = std::make_unique<IncrementalDetokenizer>(tokenizer);
     for (TokenId t : prompt_ids) std::fputs(detok->Push(t).c_str(), stdout);
     std::fflush(stdout);
   }
@@ -446,7 +332,8 @@ int RunGenerateCommand(const GenerateOptions& options) {
       text_ids.pop_back();
     }
     nlohmann::json out;
-    out["model"] = model_name;
+    const LoadedModel& loaded = model->loaded();
+    out["model"] = options.model_path.empty() ? loaded.config.name : options.model_path;
     out["prompt_token_ids"] = prompt_ids;
     out["output_token_ids"] = output_ids;
     out["text"] = tokenizer ? ContinuationText(*tokenizer, prompt_ids, text_ids) : "";
@@ -459,13 +346,13 @@ int RunGenerateCommand(const GenerateOptions& options) {
     out["prefill_tokens_per_s"] = prefill_tps;
     out["decode_tokens_per_s"] = decode_tps;
     out["threads"] = threads;
-    out["load_seconds"] = load_seconds;
-    out["num_parameters"] = num_parameters;
-    out["parameters_per_token"] = parameters_per_token;
-    out["output_parameters"] = output_parameters;
-    out["weight_type"] = weight_type;
-    out["weight_bytes"] = weight_bytes;
-    out["weight_bytes_per_token"] = weight_bytes_per_token;
+    out["load_seconds"] = cm.load_seconds;
+    out["num_parameters"] = loaded.config.NumParameters();
+    out["parameters_per_token"] = ParametersPerToken(loaded);
+    out["output_parameters"] = OutputParameters(loaded);
+    out["weight_type"] = loaded.WeightTypeSummary();
+    out["weight_bytes"] = loaded.WeightBytes();
+    out["weight_bytes_per_token"] = WeightBytesPerToken(loaded);
     // The sequence just before its blocks returned.
     const KvMemoryStats ks = (*core)->finished_sequence_memory_stats(final_output);
     out["kv_cache"] = {

@@ -13,14 +13,16 @@
 #include <string>
 #include <thread>
 
-#include "chat/chat_template.h"
+#include "chat/model_chat_templates.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/kv_flags.h"
+#include "cli/model_setup.h"
 #include "cli/scheduler_flags.h"
 #include "model/llama.h"
 #include "model/synthetic.h"
 #include "runtime/engine.h"
+#include "runtime/engine_policy.h"
 #include "server/server.h"
 
 namespace kvserve::cli {
@@ -77,47 +79,6 @@ class SignalWatcher {
   std::thread thread_;
 };
 
-// The chat templates a server renders with, parsed once (ChatTemplate is immutable and
-// thread-safe to render).
-struct ServeChat {
-  LoadedChatTemplate loaded;
-  std::optional<ChatTemplate> main;
-  std::optional<ChatTemplate> tool_use;
-  std::string description;  // for the banner
-};
-
-// --chat-template FILE, else the model's own template, else ChatML. bos/eos fall back to the
-// tokenizer's token texts.
-StatusOr<std::shared_ptr<ServeChat>> LoadServeChat(const std::string& model_path,
-                                                   const std::string& template_file,
-                                                   const Tokenizer& tokenizer) {
-  auto chat = std::make_shared<ServeChat>();
-  if (model_path.empty() && template_file.empty()) {
-    chat->loaded.source = kChatMlTemplateSource;
-    chat->loaded.is_chatml_fallback = true;
-    chat->loaded.origin = "chatml";
-  } else {
-    KV_ASSIGN_OR_RETURN(chat->loaded, LoadChatTemplate(model_path, template_file));
-  }
-  auto token_text = [&](TokenId id) {
-    return id >= 0 && id < tokenizer.vocab_size() ? tokenizer.spec().tokens[id] : std::string();
-  };
-  if (chat->loaded.bos_token.empty()) chat->loaded.bos_token = token_text(tokenizer.bos_id());
-  if (chat->loaded.eos_token.empty()) chat->loaded.eos_token = token_text(tokenizer.eos_id());
-  auto main = ChatTemplate::FromString(chat->loaded.source);
-  if (!main.ok()) return main.status().WithContext("chat template (" + chat->loaded.origin + ")");
-  chat->main = std::move(main).value();
-  if (chat->loaded.tool_use_source) {
-    auto tools = ChatTemplate::FromString(*chat->loaded.tool_use_source);
-    if (!tools.ok()) return tools.status().WithContext("chat template (tool_use)");
-    chat->tool_use = std::move(tools).value();
-  }
-  chat->description = chat->loaded.is_chatml_fallback ? "ChatML (the model has none)"
-                      : template_file.empty()         ? "the model's (" + chat->loaded.origin + ")"
-                                                      : template_file;
-  return chat;
-}
-
 int RunServe(const ServeOptions& o) {
   Status scheduler_flags = ValidateSchedulerFlags(o.scheduler);
   if (!scheduler_flags.ok()) return ReportError(scheduler_flags);
@@ -128,62 +89,49 @@ int RunServe(const ServeOptions& o) {
   SignalWatcher signals;  // before any thread starts
 
   // 1. Model and tokenizer.
-  const auto load_start = std::chrono::steady_clock::now();
-  LoadedModel loaded;
-  if (o.model_path.empty()) {
-    loaded = MakeBuiltinDefaultModel();
-    std::fprintf(stderr,
-                 "note: no --model given, serving the built-in default model '%s'. ITS WEIGHTS "
-                 "ARE RANDOM: its text is noise. Pass --model PATH for real text.\n",
-                 loaded.config.name.c_str());
-  } else {
-    auto from_file = LoadModelWithProgress(o.model_path, o.tokenizer_path);
-    if (!from_file.ok()) return ReportError(from_file.status());
-    loaded = std::move(from_file).value();
-  }
-  PrintModelSummary(loaded, SecondsSince(load_start));
-  if (!loaded.vocab.has_value()) {
-    return ReportError(InvalidArgumentError(
-        "the model carries no tokenizer; pass one with --tokenizer PATH"));
-  }
-  auto tok = Tokenizer::Create(*loaded.vocab);
-  if (!tok.ok()) return ReportError(tok.status().WithContext("tokenizer"));
-  std::unique_ptr<Tokenizer> tokenizer = std::move(tok).value();
-  const bool llama2c = loaded.format.rfind("llama2c", 0) == 0;
+  CommandModelOptions mo;
+  mo.model_path = o.model_path;
+  mo.tokenizer_path = o.tokenizer_path;
+  mo.require_tokenizer = true;
+  auto loaded_or = LoadCommandModel(mo);
+  if (!loaded_or.ok()) return ReportError(loaded_or.status());
+  std::unique_ptr<LlamaModel> model = std::move(loaded_or->model);
+  std::unique_ptr<Tokenizer> tokenizer = std::move(loaded_or->tokenizer);
 
   // 2. Chat template: --chat-template, else the model's, else ChatML.
-  auto chat_or = LoadServeChat(o.model_path, o.chat_template_path, *tokenizer);
+  auto token_text = [&](TokenId id) {
+    return id >= 0 && id < tokenizer->vocab_size() ? tokenizer->spec().tokens[id] : std::string();
+  };
+  auto chat_or = ModelChatTemplates::Load(o.model_path, o.chat_template_path,
+                                          token_text(tokenizer->bos_id()),
+                                          token_text(tokenizer->eos_id()));
   if (!chat_or.ok()) return ReportError(chat_or.status());
-  std::shared_ptr<const ServeChat> chat = std::move(chat_or).value();
-  if (chat->loaded.is_chatml_fallback) {
+  auto chat = std::make_shared<const ModelChatTemplates>(std::move(chat_or).value());
+  if (chat->is_chatml_fallback()) {
     std::fprintf(stderr,
                  "note: the model has no chat template; /v1/chat/completions uses ChatML.\n");
   }
 
   // The API name: the flag, else the --model path (as vLLM), else the built-in model's name
   // without its "(random weights)" note ("builtin-tiny").
+  const std::string& model_name = model->config().name;
   const std::string name = !o.served_model_name.empty() ? o.served_model_name
-                           : o.model_path.empty() ? loaded.config.name.substr(0, loaded.config.name.find(' '))
+                           : o.model_path.empty() ? model_name.substr(0, model_name.find(' '))
                                                   : o.model_path;
-  auto created = LlamaModel::Create(std::move(loaded));
-  if (!created.ok()) return ReportError(created.status());
-  std::unique_ptr<LlamaModel> model = std::move(created).value();
-  PrintPackedWeights(model->packed_weights_bytes());
 
   // 3. KV cache.
   const int threads = o.threads > 0 ? o.threads : ThreadPool::HardwareThreads();
   ThreadPool pool(threads);
   auto kv_config = ResolveKvCacheFlags(o.kv);
   if (!kv_config.ok()) return ReportError(kv_config.status());
-  KvCacheConfig kvc = *kv_config;
-  if (o.gpu_memory_utilization >= 0.0) kvc.memory_utilization = o.gpu_memory_utilization;
-  const int64_t max_model_len =
-      kvc.max_model_len > 0 ? kvc.max_model_len : model->config().max_seq_len;
-  auto scheduler = ResolveSchedulerConfig(o.scheduler, max_model_len);
-  if (!scheduler.ok()) return ReportError(scheduler.status());
-  kvc.default_num_sequences = std::min(scheduler->max_num_seqs, o.kv_default_sequences);
-  kvc.max_num_batched_tokens = scheduler->max_num_batched_tokens;
-  auto kv = CreateKvCacheWithBanner(*model, tokenizer.get(), kvc, &pool);
+  EngineConfigOptions eco;
+  eco.kv = *kv_config;
+  if (o.gpu_memory_utilization >= 0.0) eco.kv.memory_utilization = o.gpu_memory_utilization;
+  eco.scheduler = o.scheduler;
+  eco.default_num_sequences = o.kv_default_sequences;
+  auto config = ResolveEngineConfig(eco, *model, tokenizer.get());
+  if (!config.ok()) return ReportError(config.status());
+  auto kv = CreateKvCacheWithBanner(*model, tokenizer.get(), config->kv, &pool);
   if (!kv.ok()) return ReportError(kv.status());
   // Commit the KV pages now: the resident size is then stable from the first request on.
   const auto commit_start = std::chrono::steady_clock::now();
@@ -193,15 +141,11 @@ int RunServe(const ServeOptions& o) {
 
   // 4. Engine.
   EngineOptions eo;
-  eo.enable_prefix_caching = o.scheduler.enable_prefix_caching;
+  static_cast<EngineCoreOptions&>(eo) = config->core;
   eo.tokenizer = tokenizer.get();
-  eo.scheduler = *scheduler;
-  eo.scheduler.max_model_len = kv->max_model_len;
-  eo.scheduler.model_namespace = model->config().name;
-  eo.scheduler.eos_token_ids =
-      EndOfGenerationIds(*tokenizer, model->config().vocab_size, llama2c);
   auto engine = Engine::Create(eo, model.get(), &*kv, &pool);
   if (!engine.ok()) return ReportError(engine.status());
+  const SchedulerConfig& sc = (*engine)->scheduler_config();
 
   // 5. HTTP server.
   ServerOptions so;
@@ -223,11 +167,8 @@ int RunServe(const ServeOptions& o) {
     in.messages = req.messages;
     if (!req.tools.is_null()) in.tools = req.tools;
     in.add_generation_prompt = req.add_generation_prompt;
-    in.bos_token = chat->loaded.bos_token;
-    in.eos_token = chat->loaded.eos_token;
     if (req.chat_template_kwargs.is_object()) in.extra = req.chat_template_kwargs;
-    const bool tools = !req.tools.is_null() && chat->tool_use.has_value();
-    return (tools ? *chat->tool_use : *chat->main).Render(in);
+    return chat->Render(std::move(in));
   };
   OpenAiServer server(so, engine->get(), tokenizer.get());
   Status bound = server.Bind();
@@ -238,11 +179,11 @@ int RunServe(const ServeOptions& o) {
                "--max-num-batched-tokens %lld, --max-queue-len %lld; prefix caching %s, chunked "
                "prefill %s; %d threads; API key %s; chat template: %s\n",
                name.c_str(), static_cast<long long>(kv->max_model_len),
-               static_cast<long long>(eo.scheduler.max_num_seqs),
-               static_cast<long long>(eo.scheduler.max_num_batched_tokens),
+               static_cast<long long>(sc.max_num_seqs),
+               static_cast<long long>(sc.max_num_batched_tokens),
                static_cast<long long>(o.max_queue_len), eo.enable_prefix_caching ? "on" : "off",
-               eo.scheduler.enable_chunked_prefill ? "on" : "off", threads,
-               o.api_key.empty() ? "off" : "required", chat->description.c_str());
+               sc.enable_chunked_prefill ? "on" : "off", threads,
+               o.api_key.empty() ? "off" : "required", chat->description().c_str());
   std::fprintf(stderr,
                "serve: listening on %s (OpenAI API under /v1, metrics at /metrics, health at "
                "/health). Stop with Ctrl-C or SIGTERM.\n",

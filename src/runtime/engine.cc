@@ -82,11 +82,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, L
       if (o.tokenizer->IsEndOfGeneration(t)) o.scheduler.eos_token_ids.push_back(t);
     }
   }
-  EngineCoreOptions co;
-  co.scheduler = o.scheduler;
-  co.enable_prefix_caching = o.enable_prefix_caching;
-  co.check_invariants = o.check_invariants;
-  KV_ASSIGN_OR_RETURN(std::unique_ptr<EngineCore> core, EngineCore::Create(co, model, kv, pool));
+  KV_ASSIGN_OR_RETURN(std::unique_ptr<EngineCore> core, EngineCore::Create(o, model, kv, pool));
   o.scheduler = core->scheduler_config();
   std::unique_ptr<Engine> engine(new Engine(o, kv, std::move(core)));
   engine->publish_stats();
@@ -107,11 +103,16 @@ Engine::~Engine() {
   if (thread_.joinable()) thread_.join();
 }
 
-StatusOr<std::unique_ptr<RequestStream>> Engine::submit(RequestInput input) {
+Status Engine::validate(const RequestInput& input) const {
   KV_RETURN_IF_ERROR(core_->ValidateInput(input));
   if (input.prompt_logits_start >= 0) {
     return InvalidArgumentError("prompt logits are not returned through engine streams");
   }
+  return OkStatus();
+}
+
+StatusOr<std::unique_ptr<RequestStream>> Engine::submit(RequestInput input) {
+  KV_RETURN_IF_ERROR(validate(input));
   Command c;
   c.kind = Command::kAdd;
   c.id = next_id_.fetch_add(1);

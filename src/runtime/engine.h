@@ -30,12 +30,9 @@ namespace kvserve {
 
 using EngineClock = std::chrono::steady_clock;
 
-struct EngineOptions {
-  SchedulerConfig scheduler;          // max_model_len is clipped to the cache's
-  bool enable_prefix_caching = true;  // --enable-prefix-caching
-  // KV_CHECK the scheduler's and cache's invariants after every step (always on in debug
-  // builds).
-  bool check_invariants = false;
+// The engine core's options (scheduler config, prefix caching, invariant checks) plus what the
+// engine's output processing needs.
+struct EngineOptions : EngineCoreOptions {
   // For stop strings and the text of outputs (optional; not owned, must outlive the engine).
   const Tokenizer* tokenizer = nullptr;
 };
@@ -151,6 +148,8 @@ class Engine {
   // prompt, max_tokens < 1, bad sampling parameters, a token out of the vocabulary, prompt >=
   // max_model_len) and for prompt logits, which streams do not carry.
   StatusOr<std::unique_ptr<RequestStream>> submit(RequestInput input);
+  // What submit() would refuse, without submitting.
+  Status validate(const RequestInput& input) const;
   void abort(SeqId id);
   EngineStats stats() const;
   // Blocks until every submitted request has finished; returns the stats then.

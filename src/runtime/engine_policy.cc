@@ -53,4 +53,28 @@ std::vector<TokenId> EndOfGenerationIds(const Tokenizer& tokenizer, int64_t voca
   return ids;
 }
 
+StatusOr<EngineConfig> ResolveEngineConfig(const EngineConfigOptions& options,
+                                           const LlamaModel& model, const Tokenizer* tokenizer) {
+  EngineConfig config;
+  config.kv = options.kv;
+  const int64_t max_model_len =
+      options.kv.max_model_len > 0 ? options.kv.max_model_len : model.config().max_seq_len;
+  SchedulerFlags flags = options.scheduler;
+  if (options.prompt_in_one_pass && flags.max_num_batched_tokens == 0) {
+    flags.max_num_batched_tokens = std::max(max_model_len, flags.max_num_seqs);
+  }
+  KV_ASSIGN_OR_RETURN(config.core.scheduler, ResolveSchedulerConfig(flags, max_model_len));
+  config.core.enable_prefix_caching = flags.enable_prefix_caching;
+  config.core.scheduler.model_namespace = model.config().name;
+  if (tokenizer != nullptr) {
+    const bool llama2c = model.loaded().format.rfind("llama2c", 0) == 0;
+    config.core.scheduler.eos_token_ids =
+        EndOfGenerationIds(*tokenizer, model.config().vocab_size, llama2c);
+  }
+  config.kv.default_num_sequences =
+      std::max<int64_t>(1, std::min(options.default_num_sequences, flags.max_num_seqs));
+  config.kv.max_num_batched_tokens = config.core.scheduler.max_num_batched_tokens;
+  return config;
+}
+
 }  // namespace kvserve

@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "base/status.h"
+#include "model/llama.h"
+#include "runtime/engine_core.h"
+#include "runtime/kv_cache_config.h"
 #include "runtime/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -47,5 +50,30 @@ StatusOr<SchedulerConfig> ResolveSchedulerConfig(const SchedulerFlags& flags,
 // checkpoints (their stories end with BOS).
 std::vector<TokenId> EndOfGenerationIds(const Tokenizer& tokenizer, int64_t vocab_size,
                                         bool llama2c);
+
+// What a command asks of the engine: its resolved --kv-* flags, its scheduler flags, and how
+// to size and batch when the user says nothing.
+struct EngineConfigOptions {
+  KvCacheConfig kv;         // from ResolveKvCacheFlags
+  SchedulerFlags scheduler;
+  // Without a KV budget flag the cache holds min(this, --max-num-seqs) max_model_len
+  // sequences (serve: --kv-default-sequences; generate --prompts-file: the prompts).
+  int64_t default_num_sequences = 1;
+  // The step budget's default is max_model_len instead of StepTokenBudget's (single-prompt
+  // generate: the whole prompt in one forward pass).
+  bool prompt_in_one_pass = false;
+};
+
+// The cache's config and the engine's settings, derived the same way for every command:
+// max_model_len from --max-model-len or the model's context; the scheduler config
+// (ResolveSchedulerConfig); the cache's sizing and workspace rows from it; the prefix-cache
+// namespace (the model's name); end-of-generation ids from `tokenizer` (none without one),
+// BOS included for llama2.c checkpoints. InvalidArgument naming the flag for bad values.
+struct EngineConfig {
+  KvCacheConfig kv;
+  EngineCoreOptions core;
+};
+StatusOr<EngineConfig> ResolveEngineConfig(const EngineConfigOptions& options,
+                                           const LlamaModel& model, const Tokenizer* tokenizer);
 
 }  // namespace kvserve

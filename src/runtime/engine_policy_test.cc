@@ -91,5 +91,53 @@ TEST(EndOfGenerationIdsTest, EosAndEogIdsPlusBosForLlama2c) {
   EXPECT_EQ(EndOfGenerationIds(**tok, n, /*llama2c=*/true), expected);
 }
 
+TEST(ResolveEngineConfigTest, SizingBudgetNamespaceAndStopIds) {
+  SyntheticModelOptions o;
+  o.preset = "tiny";
+  auto loaded = MakeSyntheticModel(o);
+  ASSERT_TRUE(loaded.ok());
+  auto tok = Tokenizer::Create(*loaded->vocab);
+  ASSERT_TRUE(tok.ok());
+  auto model = LlamaModel::Create(std::move(loaded).value());
+  ASSERT_TRUE(model.ok());
+  const int64_t context = (*model)->config().max_seq_len;
+
+  EngineConfigOptions eo;
+  eo.scheduler.max_num_seqs = 8;
+  eo.default_num_sequences = 32;
+  auto c = ResolveEngineConfig(eo, **model, tok->get());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->core.scheduler.max_model_len, context);  // the model's context by default
+  EXPECT_EQ(c->core.scheduler.max_num_batched_tokens, 2048);
+  EXPECT_EQ(c->kv.max_num_batched_tokens, 2048);      // the workspace's rows
+  EXPECT_EQ(c->kv.default_num_sequences, 8);          // capped by --max-num-seqs
+  EXPECT_EQ(c->core.scheduler.model_namespace, (*model)->config().name);
+  EXPECT_EQ(c->core.scheduler.eos_token_ids,
+            EndOfGenerationIds(**tok, (*model)->config().vocab_size, false));
+  EXPECT_TRUE(c->core.enable_prefix_caching);
+
+  // Single-prompt generate: one sequence, the prompt in one pass, --max-model-len honoured.
+  eo.kv.max_model_len = 100;
+  eo.scheduler.max_num_seqs = 1;
+  eo.scheduler.enable_prefix_caching = false;
+  eo.prompt_in_one_pass = true;
+  c = ResolveEngineConfig(eo, **model, nullptr);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->core.scheduler.max_model_len, 100);
+  EXPECT_EQ(c->core.scheduler.max_num_batched_tokens, 100);
+  EXPECT_EQ(c->kv.default_num_sequences, 1);
+  EXPECT_TRUE(c->core.scheduler.eos_token_ids.empty());  // no tokenizer: no stop ids
+  EXPECT_FALSE(c->core.enable_prefix_caching);
+  eo.scheduler.max_num_batched_tokens = 16;  // a flag wins over the one-pass default
+  c = ResolveEngineConfig(eo, **model, nullptr);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->core.scheduler.max_num_batched_tokens, 16);
+
+  eo.scheduler.max_num_seqs = 0;
+  c = ResolveEngineConfig(eo, **model, nullptr);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("--max-num-seqs"));
+}
+
 }  // namespace
 }  // namespace kvserve

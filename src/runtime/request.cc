@@ -41,6 +41,7 @@ Request::Request(SeqId id, RequestInput input, int64_t arrival_seq, std::string 
 
 const std::vector<uint64_t>& Request::block_hashes(int64_t num_blocks, int64_t block_size) {
   KV_CHECK_LE(num_blocks * block_size, num_tokens());
+  if (static_cast<int64_t>(block_hashes_.size()) >= num_blocks) return block_hashes_;
   if (block_hashes_.empty()) block_chain_ = kPrefixChainSeed;
   const uint64_t ns_key = NamespaceKey(cache_namespace_);
   const std::span<const TokenId> tokens(all_token_ids_);
