@@ -13,6 +13,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/model_setup.h"
 #include "eval/perplexity.h"
 #include "eval/windows.h"
 #include "tokenizer/tokenizer.h"
@@ -113,28 +114,24 @@ int RunEvalPerplexityCommand(const EvalPerplexityOptions& options) {
   auto text = ReadTextFile(options.text_file);
   if (!text.ok()) return ReportError(text.status());
 
-  // 1. Model and tokenizer.
-  const auto load_start = Clock::now();
-  auto loaded = LoadModelWithProgress(options.model_path, options.tokenizer_path);
+  // 1. Model and tokenizer (cli/model_setup.h).
+  CommandModelOptions model_options;
+  model_options.model_path = options.model_path;
+  model_options.tokenizer_path = options.tokenizer_path;
+  model_options.require_tokenizer = true;
+  auto loaded = LoadCommandModel(model_options);
   if (!loaded.ok()) return ReportError(loaded.status());
-  PrintModelSummary(*loaded, SecondsSince(load_start));
-  if (!loaded->vocab.has_value()) {
-    return ReportError(InvalidArgumentError(
-        "the model carries no tokenizer; pass one with --tokenizer PATH"));
-  }
-  auto tok = Tokenizer::Create(*loaded->vocab);
-  if (!tok.ok()) return ReportError(tok.status().WithContext("tokenizer"));
-  std::unique_ptr<Tokenizer> tokenizer = std::move(tok).value();
-  auto created = LlamaModel::Create(std::move(loaded).value());
-  if (!created.ok()) return ReportError(created.status());
-  std::unique_ptr<LlamaModel> model = std::move(created).value();
+  std::unique_ptr<LlamaModel> model = std::move(loaded->model);
+  std::unique_ptr<Tokenizer> tokenizer = std::move(loaded->tokenizer);
 
   // 2. Windows: --ctx capped by the model's context and --max-model-len.
   auto geometry = eval::ResolveWindowGeometry(options.ctx_tokens, options.batch_tokens,
                                               model->config().max_seq_len,
                                               kv_config->max_model_len);
   if (!geometry.ok()) return ReportError(geometry.status());
-  if (!geometry->capped_note.empty()) std::fprintf(stderr, "note: %s\n", geometry->capped_note.c_str());
+  if (!geometry->capped_note.empty()) {
+    std::fprintf(stderr, "note: %s\n", geometry->capped_note.c_str());
+  }
   const int64_t ctx = geometry->ctx_tokens;
   const int64_t batch = geometry->batch_tokens;
 
