@@ -37,4 +37,16 @@ std::string HumanCount(int64_t count) {
   return StrFormat("%lld", static_cast<long long>(count));
 }
 
+std::string HumanBytes(int64_t bytes) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  if (u == 0) return StrFormat("%lld B", static_cast<long long>(bytes));
+  return StrFormat("%.*f %s", v < 10 ? 2 : 1, v, units[u]);
+}
+
 }  // namespace kvserve

@@ -12,4 +12,7 @@ std::string StrFormat(const char* fmt, ...) __attribute__((format(printf, 1, 2))
 // "260K", "135M", "1.24B" (powers of 1000).
 std::string HumanCount(int64_t count);
 
+// "512 B", "1.50 KB", "34.5 MB", "1.23 GB" (powers of 1024; two decimals below 10).
+std::string HumanBytes(int64_t bytes);
+
 }  // namespace kvserve

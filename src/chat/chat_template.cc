@@ -42,6 +42,39 @@ StatusOr<std::string> ChatTemplate::Render(const ChatTemplateInputs& inputs) con
   return template_.Render(ctx, inputs.now_unix_seconds);
 }
 
+Status ParseConversationJson(const nlohmann::ordered_json& conversation, std::string_view source,
+                             ChatTemplateInputs* inputs) {
+  if (conversation.is_array()) {
+    inputs->messages = conversation;
+    return OkStatus();
+  }
+  if (!conversation.is_object() || !conversation.contains("messages") ||
+      !conversation["messages"].is_array()) {
+    return InvalidArgumentError(std::string(source) +
+                                " must hold a JSON array of messages or an object with "
+                                "\"messages\"");
+  }
+  inputs->messages = conversation["messages"];
+  if (conversation.contains("tools") && !conversation["tools"].is_null()) {
+    inputs->tools = conversation["tools"];
+  }
+  for (const char* key : {"chat_template_kwargs", "extra"}) {
+    if (conversation.contains(key) && conversation[key].is_object()) {
+      for (auto it = conversation[key].begin(); it != conversation[key].end(); ++it) {
+        inputs->extra[it.key()] = it.value();
+      }
+    }
+  }
+  return OkStatus();
+}
+
+StatusOr<std::string> RenderOnce(const LoadedChatTemplate& loaded,
+                                 const ChatTemplateInputs& inputs) {
+  const bool has_tools = inputs.tools.has_value() && !inputs.tools->empty();
+  KV_ASSIGN_OR_RETURN(ChatTemplate tmpl, ChatTemplate::FromString(loaded.SourceFor(has_tools)));
+  return tmpl.Render(inputs);
+}
+
 ChatTemplate ChatMlTemplate() {
   StatusOr<ChatTemplate> t = ChatTemplate::FromString(kChatMlTemplateSource);
   KV_CHECK(t.ok()) << t.status().ToString();

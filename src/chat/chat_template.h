@@ -11,6 +11,7 @@
 #include <ctime>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -70,6 +71,20 @@ struct LoadedChatTemplate {
     return has_tools && tool_use_source ? *tool_use_source : source;
   }
 };
+
+// Reads a conversation given as JSON into `inputs`: either an array of messages, or a
+// request-like object {"messages": [...], optional "tools" (null: none), optional
+// "chat_template_kwargs" / "extra" objects whose keys become template variables}. Anything
+// else is InvalidArgument "<source> must hold a JSON array of messages or an object with
+// "messages"". Other fields of `inputs` are left as they are.
+Status ParseConversationJson(const nlohmann::ordered_json& conversation, std::string_view source,
+                             ChatTemplateInputs* inputs);
+
+// Parses the template text for `inputs` (LoadedChatTemplate::SourceFor: the tool_use variant
+// when inputs has a non-empty tools list) and renders it once. For one-off renders; a server
+// parses its templates once and calls ChatTemplate::Render.
+StatusOr<std::string> RenderOnce(const LoadedChatTemplate& loaded,
+                                 const ChatTemplateInputs& inputs);
 
 // Finds the chat template for `model_path` (a GGUF file: metadata only, no tensors are read; a
 // Hugging Face folder: chat_template.jinja, else tokenizer_config.json's `chat_template`

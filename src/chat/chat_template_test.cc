@@ -257,6 +257,53 @@ TEST(ChatTemplateTest, ErrorsAreStatuses) {
   EXPECT_FALSE(t->Render(in).ok());
 }
 
+TEST(ChatTemplateTest, ConversationJsonArrayOrRequestObject) {
+  ChatTemplateInputs in;
+  ASSERT_TRUE(ParseConversationJson(ojson::parse(R"([{"role":"user","content":"Hi"}])"), "--m", &in).ok());
+  EXPECT_EQ(in.messages.size(), 1u);
+  EXPECT_FALSE(in.tools.has_value());
+
+  ChatTemplateInputs req;
+  ASSERT_TRUE(ParseConversationJson(ojson::parse(R"({"messages": [{"role":"user","content":"Hi"}],
+      "tools": [{"type": "function"}], "chat_template_kwargs": {"b": 1, "a": 2},
+      "extra": {"c": 3}, "other": 4})"), "--m", &req).ok());
+  EXPECT_EQ(req.messages.size(), 1u);
+  ASSERT_TRUE(req.tools.has_value());
+  EXPECT_EQ(req.tools->size(), 1u);
+  EXPECT_EQ(req.extra.dump(), R"({"b":1,"a":2,"c":3})");  // key order kept
+
+  ChatTemplateInputs null_tools;
+  ASSERT_TRUE(ParseConversationJson(ojson::parse(R"({"messages": [], "tools": null})"), "--m",
+                                    &null_tools).ok());
+  EXPECT_FALSE(null_tools.tools.has_value());
+
+  for (const char* bad : {R"({"messages": 3})", R"({"msgs": []})", "7", R"("text")"}) {
+    ChatTemplateInputs b;
+    Status s = ParseConversationJson(ojson::parse(bad), "--messages", &b);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.message(),
+              "--messages must hold a JSON array of messages or an object with \"messages\"");
+  }
+}
+
+TEST(ChatTemplateTest, RenderOnceTakesTheToolUseVariantForTools) {
+  LoadedChatTemplate loaded;
+  loaded.source = "default:{{ messages[0].content }}";
+  loaded.tool_use_source = "tools:{{ tools | length }}";
+  ChatTemplateInputs in;
+  in.messages = ojson::parse(R"([{"role":"user","content":"Hi"}])");
+  EXPECT_EQ(*RenderOnce(loaded, in), "default:Hi");
+  in.tools = ojson::array();  // an empty list is no tools
+  EXPECT_EQ(*RenderOnce(loaded, in), "default:Hi");
+  in.tools = ojson::parse(R"([{"type": "function"}, {"type": "function"}])");
+  EXPECT_EQ(*RenderOnce(loaded, in), "tools:2");
+  loaded.tool_use_source.reset();
+  EXPECT_EQ(*RenderOnce(loaded, in), "default:Hi");
+  loaded.source = "{% if %}";
+  EXPECT_FALSE(RenderOnce(loaded, in).ok());
+}
+
 // Mutated real templates (cut, duplicated and spliced pieces, stray tag characters) must parse
 // or fail with a Status, and render or fail with a Status; never crash or hang.
 TEST(ChatTemplateTest, MutatedTemplatesNeverCrash) {

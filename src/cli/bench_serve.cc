@@ -18,46 +18,19 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "loadgen/bench.h"
+#include "loadgen/bench_settings.h"
 
 namespace kvserve::cli {
 namespace {
 
-using loadgen::BenchmarkOptions;
 using loadgen::DatasetOptions;
 
+// The flags: the benchmark's settings (loadgen/bench_settings.h) plus this command's output.
 struct BenchServeFlags {
-  std::string base_url;
-  std::string host = "127.0.0.1";
-  int port = 8000;
-  std::string endpoint = "/v1/completions";
-  std::string model;
-  std::string api_key;
-  std::string request_rate = "inf";
-  bool request_rate_given = false;
-  int64_t max_concurrency = 0;
-  double trace_time_scale = 1.0;
-  double temperature = 0.0;
-  bool ignore_eos = true;
-  std::string extra_body;
+  loadgen::BenchSettings settings;
   std::string result_file;
-  bool scrape_metrics = true;
   bool progress = true;
-  double request_timeout_s = 600.0;
-  std::string prompt_format = "auto";
-  std::vector<int64_t> vocab_range;
-  int64_t seed = 0;
-  DatasetOptions dataset;
 };
-
-StatusOr<double> ParseRate(const std::string& s) {
-  if (s == "inf" || s == "Inf" || s == "infinity") return std::numeric_limits<double>::infinity();
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || *end != '\0' || !(v > 0.0)) {
-    return InvalidArgumentError("--request-rate must be a number > 0 or 'inf', got '" + s + "'");
-  }
-  return v;
-}
 
 std::string NowIso8601() {
   std::time_t t = std::time(nullptr);
@@ -77,75 +50,15 @@ void RaiseOpenFileLimit() {
   }
 }
 
-nlohmann::json DatasetJson(const DatasetOptions& d) {
-  nlohmann::json j;
-  j["name"] = d.name;
-  if (!d.dataset_path.empty()) j["path"] = d.dataset_path;
-  j["num_prompts"] = d.num_prompts;
-  j["seed"] = d.seed;
-  j["prompt_format"] = d.prompt_format == loadgen::PromptFormat::kText ? "text" : "token-ids";
-  j["vocab_range"] = {d.vocab_begin, d.vocab_end};
-  if (d.name == "random") {
-    j["random_input_len"] = d.random_input_len;
-    j["random_output_len"] = d.random_output_len;
-    j["random_range_ratio"] = d.random_range_ratio;
-    j["random_prefix_len"] = d.random_prefix_len;
-  } else if (d.name == "shared-prefix") {
-    j["sp_num_groups"] = d.sp_num_groups;
-    j["sp_prompts_per_group"] = d.sp_prompts_per_group;
-    j["sp_system_prompt_len"] = d.sp_system_prompt_len;
-    j["sp_question_len"] = d.sp_question_len;
-    j["sp_output_len"] = d.sp_output_len;
-  } else if (d.name == "sharegpt") {
-    j["sharegpt_output_len"] = d.sharegpt_output_len;
-  } else if (d.name == "mooncake") {
-    j["tokens_per_hash_id"] = d.tokens_per_hash_id;
+int RunBenchServe(BenchServeFlags flags) {
+  loadgen::BenchSettings& f = flags.settings;
+  if (f.api_key.empty()) {
+    if (const char* env = std::getenv("OPENAI_API_KEY")) f.api_key = env;
   }
-  return j;
-}
-
-int RunBenchServe(BenchServeFlags f) {
-  const bool chat = f.endpoint.find("chat") != std::string::npos;
-  DatasetOptions& d = f.dataset;
-  d.seed = static_cast<uint64_t>(f.seed);
-  if (f.prompt_format == "text" || (f.prompt_format == "auto" && chat)) {
-    d.prompt_format = loadgen::PromptFormat::kText;
-  } else if (f.prompt_format == "token-ids" && chat) {
-    return ReportError(InvalidArgumentError(
-        "--prompt-format token-ids needs /v1/completions (chat messages are text)"));
-  }
-  if (!f.vocab_range.empty()) {
-    if (f.vocab_range.size() != 2 || f.vocab_range[0] < 0 || f.vocab_range[1] <= f.vocab_range[0] ||
-        f.vocab_range[1] > std::numeric_limits<int32_t>::max()) {
-      return ReportError(InvalidArgumentError("--vocab-range must be BEGIN END with 0 <= BEGIN < END"));
-    }
-    d.vocab_begin = static_cast<int32_t>(f.vocab_range[0]);
-    d.vocab_end = static_cast<int32_t>(f.vocab_range[1]);
-  }
-
-  BenchmarkOptions o;
-  o.client.base_url = f.base_url.empty() ? "http://" + f.host + ":" + std::to_string(f.port) : f.base_url;
-  o.client.api_key = f.api_key;
-  if (o.client.api_key.empty()) {
-    if (const char* env = std::getenv("OPENAI_API_KEY")) o.client.api_key = env;
-  }
-  if (!(f.request_timeout_s > 0.0)) return ReportError(InvalidArgumentError("--request-timeout must be > 0"));
-  o.client.read_timeout_s = f.request_timeout_s;
-  o.body.endpoint = f.endpoint.empty() || f.endpoint[0] != '/' ? "/" + f.endpoint : f.endpoint;
-  o.body.model = f.model;
-  o.body.temperature = f.temperature;
-  o.body.allow_ignore_eos = f.ignore_eos;
-  o.body.extra_body_json = f.extra_body;
-  o.dataset_name = d.name;
-  if (f.request_rate_given) {
-    StatusOr<double> rate = ParseRate(f.request_rate);
-    if (!rate.ok()) return ReportError(rate.status());
-    o.arrivals.request_rate_per_s = *rate;
-  }
-  o.arrivals.trace_time_scale = f.trace_time_scale;
-  o.arrivals.seed = static_cast<uint64_t>(f.seed);
-  o.max_concurrency = f.max_concurrency;
-  o.scrape_metrics = f.scrape_metrics;
+  StatusOr<loadgen::ResolvedBench> resolved = loadgen::ResolveBenchSettings(f);
+  if (!resolved.ok()) return ReportError(resolved.status());
+  const DatasetOptions& d = resolved->dataset;
+  const loadgen::BenchmarkOptions& o = resolved->options;
 
   StatusOr<std::vector<loadgen::BenchRequest>> requests = loadgen::BuildDataset(d);
   if (!requests.ok()) return ReportError(requests.status());
@@ -162,7 +75,7 @@ int RunBenchServe(BenchServeFlags f) {
   RaiseOpenFileLimit();
 
   std::unique_ptr<loadgen::ProgressBar> bar;
-  if (f.progress) bar = std::make_unique<loadgen::ProgressBar>(stderr);
+  if (flags.progress) bar = std::make_unique<loadgen::ProgressBar>(stderr);
   loadgen::ProgressCallback progress;
   if (bar) progress = [&](int64_t done, int64_t total, double s) { bar->Update(done, total, s); };
   StatusOr<loadgen::BenchmarkResult> result = loadgen::RunBenchmark(o, *requests, progress);
@@ -181,18 +94,14 @@ int RunBenchServe(BenchServeFlags f) {
   std::fputs(loadgen::FormatSummaryTable(*result, summary).c_str(), stdout);
   std::fflush(stdout);
 
-  if (!f.result_file.empty()) {
-    nlohmann::json j = loadgen::ResultToJson(*result, summary);
-    j["date"] = NowIso8601();
-    j["dataset"] = DatasetJson(d);
-    j["temperature"] = f.temperature;
-    j["ignore_eos_allowed"] = f.ignore_eos;
-    if (!f.extra_body.empty()) j["extra_body"] = nlohmann::json::parse(f.extra_body, nullptr, false);
-    std::ofstream out(f.result_file);
+  if (!flags.result_file.empty()) {
+    const nlohmann::json j =
+        loadgen::BenchResultFileJson(*result, summary, f, *resolved, NowIso8601());
+    std::ofstream out(flags.result_file);
     out << j.dump(2) << "\n";
     out.close();
-    if (!out) return ReportError(DataLossError("cannot write --result-file " + f.result_file));
-    std::fprintf(stderr, "bench serve: results written to %s\n", f.result_file.c_str());
+    if (!out) return ReportError(DataLossError("cannot write --result-file " + flags.result_file));
+    std::fprintf(stderr, "bench serve: results written to %s\n", flags.result_file.c_str());
   }
   return summary.num_successful == 0 ? 1 : 0;
 }
@@ -202,7 +111,8 @@ int RunBenchServe(BenchServeFlags f) {
 void AddBenchCommand(CLI::App& app, int* exit_code) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
   bench->require_subcommand(1);
-  auto f = std::make_shared<BenchServeFlags>();
+  auto flags = std::make_shared<BenchServeFlags>();
+  loadgen::BenchSettings* f = &flags->settings;
   DatasetOptions& d = f->dataset;
   CLI::App* cmd = bench->add_subcommand(
       "serve",
@@ -277,13 +187,13 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_flag("--metrics,!--no-metrics", f->scrape_metrics,
                 "Scrape /metrics before and after for the prefix-cache hit rate (default on)");
-  cmd->add_flag("--progress,!--no-progress", f->progress, "Progress bar on stderr (default on)");
-  cmd->add_option("--result-file", f->result_file,
+  cmd->add_flag("--progress,!--no-progress", flags->progress, "Progress bar on stderr (default on)");
+  cmd->add_option("--result-file", flags->result_file,
                   "Write settings, summary and per-request arrays as JSON to this file");
-  cmd->callback([f, cmd, exit_code]() {
-    BenchServeFlags flags = *f;
-    flags.request_rate_given = cmd->count("--request-rate") > 0;
-    *exit_code = RunBenchServe(std::move(flags));
+  cmd->callback([flags, cmd, exit_code]() {
+    BenchServeFlags given = *flags;
+    given.settings.request_rate_given = cmd->count("--request-rate") > 0;
+    *exit_code = RunBenchServe(std::move(given));
   });
 }
 

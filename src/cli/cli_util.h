@@ -1,9 +1,14 @@
-// Helpers shared by the `kvserve` subcommands: error printing, progress lines, human-readable
-// sizes, model + tokenizer loading with progress. Single-threaded use (the CLI's main thread).
+// Helpers shared by the `kvserve` subcommands: error printing, progress lines, model loading
+// with progress and its summary line. Single-threaded use (the CLI's main thread).
+// Also reachable from here (declared in their libraries): HumanBytes, HumanCount
+// (base/str_format.h); LoadVocabFile (model/vocab_source.h); IsGgufFile (model/gguf.h);
+// EmbeddingBytes, WeightBytesPerToken, ParametersPerToken, OutputParameters
+// (model/model_stats.h).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +17,8 @@
 #include "base/str_format.h"
 #include "model/gguf.h"
 #include "model/model_loader.h"
+#include "model/model_stats.h"
+#include "model/vocab_source.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvserve::cli {
@@ -19,9 +26,13 @@ namespace kvserve::cli {
 // Prints "error: <message>" on stderr and returns the process exit status to use (1).
 int ReportError(const Status& status);
 
-// "1.2 KB", "34.5 MB", "1.23 GB" (powers of 1024).
-std::string HumanBytes(int64_t bytes);
-// HumanCount ("260K", "135M", "1.24B"): base/str_format.h.
+// Helpers that moved to their libraries, under their old cli:: names too.
+using ::kvserve::HumanBytes;
+using ::kvserve::HumanCount;
+using ::kvserve::LoadVocabFile;
+using ::kvserve::OutputParameters;
+using ::kvserve::ParametersPerToken;
+using ::kvserve::WeightBytesPerToken;
 
 // Reports (done, total) progress on stderr: one line rewritten in place when stderr is a
 // terminal, else a line at 0, 25, 50, 75 and 100 %. Finish() ends the line (idempotent).
@@ -34,6 +45,9 @@ class ProgressLine {
 
   void Update(int64_t done, int64_t total);
   void Finish();
+  // A callback that calls Update (for LoadOptions::progress and the like); valid while this
+  // ProgressLine lives.
+  std::function<void(int64_t, int64_t)> Callback();
 
  private:
   std::string label_;
@@ -55,19 +69,5 @@ StatusOr<LoadedModel> LoadModelWithProgress(const std::string& path,
 void PrintModelSummary(const LoadedModel& model, double load_seconds);
 // One line on the weights LlamaModel repacked for this CPU's batched matmul, if any.
 void PrintPackedWeights(int64_t packed_bytes);
-
-// Loads only a vocabulary: from a GGUF file (vocab-only files included, tensors not needed),
-// a Hugging Face tokenizer.json, or a llama2.c tokenizer file (needs `vocab_size` > 0).
-StatusOr<VocabSpec> LoadVocabFile(const std::string& path, int64_t vocab_size);
-
-// IsGgufFile (the GGUF magic): model/gguf.h.
-
-// Weight bytes and parameters a single token's forward pass touches: all weights but the
-// embedding table (one row is read), which counts again when it doubles as the output matrix.
-int64_t WeightBytesPerToken(const LoadedModel& model);
-int64_t ParametersPerToken(const LoadedModel& model);
-// Parameters of the output projection (vocab x hidden), part of ParametersPerToken. A prefill
-// applies it to the last prompt token only.
-int64_t OutputParameters(const LoadedModel& model);
 
 }  // namespace kvserve::cli

@@ -13,7 +13,9 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/model_setup.h"
 #include "eval/perplexity.h"
+#include "eval/windows.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvserve::cli {
@@ -49,17 +51,9 @@ StatusOr<PagedKvCache> CreateWindowCache(LlamaModel& model, const Tokenizer* tok
   bool exact = false;
   KV_ASSIGN_OR_RETURN(KvCacheConfig config,
                       eval::WindowKvCacheConfig(model, flags, ctx, batch, &exact));
-  auto dtype = ParseKvCacheDtype(config.dtype, DType::kF32);
-  if (dtype.ok() && (*dtype == DType::kFp8E4M3 || *dtype == DType::kFp8E5M2)) {
-    std::fprintf(stderr, "KV cache (%s): fp8 scales: looking in the model file, else "
-                 "calibrating...\n", role.c_str());
-  }
-  KV_ASSIGN_OR_RETURN(PagedKvCache cache, CreatePagedKvCache(model, tokenizer, config, pool));
-  if (exact) cache.budget_source = "one --ctx window (" + std::to_string(ctx) + " tokens)";
-  for (const std::string& line : cache.Describe()) {
-    std::fprintf(stderr, "%s (%s)\n", line.c_str(), role.c_str());
-  }
-  return cache;
+  return CreateKvCacheWithBanner(
+      model, tokenizer, config, pool, role,
+      exact ? "one --ctx window (" + std::to_string(ctx) + " tokens)" : "");
 }
 
 // Progress on stderr: one line rewritten in place on a terminal, else about 20 lines in all.
@@ -105,15 +99,9 @@ int RunEvalPerplexityCommand(const EvalPerplexityOptions& options) {
   if (options.text_file.empty()) {
     return ReportError(InvalidArgumentError("--text-file is required"));
   }
-  if (options.ctx_tokens < 3) {
-    return ReportError(InvalidArgumentError(
-        "--ctx must be at least 3 (a window scores its second half), got " +
-        std::to_string(options.ctx_tokens)));
-  }
-  if (options.batch_tokens < 0) return ReportError(InvalidArgumentError("--batch-size must be >= 1"));
-  if (options.max_windows < 0) {
-    return ReportError(InvalidArgumentError("--max-windows must be >= 0"));
-  }
+  Status flags = eval::ValidateWindowFlags(options.ctx_tokens, options.batch_tokens,
+                                           options.max_windows);
+  if (!flags.ok()) return ReportError(flags);
   if (options.threads < 0) return ReportError(InvalidArgumentError("--threads must be >= 1"));
   if (options.format != "text" && options.format != "json") {
     return ReportError(InvalidArgumentError("--format must be text or json"));
@@ -126,58 +114,39 @@ int RunEvalPerplexityCommand(const EvalPerplexityOptions& options) {
   auto text = ReadTextFile(options.text_file);
   if (!text.ok()) return ReportError(text.status());
 
-  // 1. Model and tokenizer.
-  const auto load_start = Clock::now();
-  auto loaded = LoadModelWithProgress(options.model_path, options.tokenizer_path);
+  // 1. Model and tokenizer (cli/model_setup.h).
+  CommandModelOptions model_options;
+  model_options.model_path = options.model_path;
+  model_options.tokenizer_path = options.tokenizer_path;
+  model_options.require_tokenizer = true;
+  auto loaded = LoadCommandModel(model_options);
   if (!loaded.ok()) return ReportError(loaded.status());
-  PrintModelSummary(*loaded, SecondsSince(load_start));
-  if (!loaded->vocab.has_value()) {
-    return ReportError(InvalidArgumentError(
-        "the model carries no tokenizer; pass one with --tokenizer PATH"));
-  }
-  auto tok = Tokenizer::Create(*loaded->vocab);
-  if (!tok.ok()) return ReportError(tok.status().WithContext("tokenizer"));
-  std::unique_ptr<Tokenizer> tokenizer = std::move(tok).value();
-  auto created = LlamaModel::Create(std::move(loaded).value());
-  if (!created.ok()) return ReportError(created.status());
-  std::unique_ptr<LlamaModel> model = std::move(created).value();
+  std::unique_ptr<LlamaModel> model = std::move(loaded->model);
+  std::unique_ptr<Tokenizer> tokenizer = std::move(loaded->tokenizer);
 
   // 2. Windows: --ctx capped by the model's context and --max-model-len.
-  int64_t ctx = options.ctx_tokens;
-  int64_t limit = model->config().max_seq_len;
-  std::string limit_what = "the model's context";
-  if (kv_config->max_model_len > 0 && kv_config->max_model_len < limit) {
-    limit = kv_config->max_model_len;
-    limit_what = "--max-model-len";
+  auto geometry = eval::ResolveWindowGeometry(options.ctx_tokens, options.batch_tokens,
+                                              model->config().max_seq_len,
+                                              kv_config->max_model_len);
+  if (!geometry.ok()) return ReportError(geometry.status());
+  if (!geometry->capped_note.empty()) {
+    std::fprintf(stderr, "note: %s\n", geometry->capped_note.c_str());
   }
-  if (ctx > limit) {
-    std::fprintf(stderr, "note: --ctx %lld exceeds %s (%lld tokens); using --ctx %lld\n",
-                 static_cast<long long>(ctx), limit_what.c_str(), static_cast<long long>(limit),
-                 static_cast<long long>(limit));
-    ctx = limit;
-  }
-  if (ctx < 3) {
-    return ReportError(InvalidArgumentError("the context (" + std::to_string(ctx) +
-                                            " tokens) is too short to score a window"));
-  }
-  const int64_t batch =
-      options.batch_tokens > 0 ? std::min(options.batch_tokens, ctx) : ctx;
+  const int64_t ctx = geometry->ctx_tokens;
+  const int64_t batch = geometry->batch_tokens;
 
   const auto tokenize_start = Clock::now();
-  EncodeOptions encode;
-  encode.add_bos = true;  // when the vocabulary asks for BOS
-  const std::vector<TokenId> tokens = tokenizer->Encode(*text, encode);
+  const eval::WindowText window_text = eval::TokenizeForWindows(*tokenizer, *text);
+  const std::vector<TokenId>& tokens = window_text.tokens;
   const int64_t num_tokens = static_cast<int64_t>(tokens.size());
-  const bool add_bos = tokenizer->spec().add_bos && tokenizer->bos_id() != kNoToken;
   std::fprintf(stderr, "text: %s: %lld tokens (tokenized in %.2f s); windows of %lld tokens, "
                "%s; scoring the second half of each\n",
                options.text_file.c_str(), static_cast<long long>(num_tokens),
                SecondsSince(tokenize_start), static_cast<long long>(ctx),
-               add_bos ? "each starting with BOS" : "no BOS (the vocabulary adds none)");
-  if (num_tokens < ctx) {
-    return ReportError(InvalidArgumentError(
-        "the text has " + std::to_string(num_tokens) + " tokens, fewer than one window of --ctx " +
-        std::to_string(ctx) + " needs; pass a longer text or a smaller --ctx"));
+               window_text.bos_id != kNoToken ? "each starting with BOS"
+                                              : "no BOS (the vocabulary adds none)");
+  if (Status fills = eval::CheckTextFillsAWindow(num_tokens, ctx); !fills.ok()) {
+    return ReportError(fills);
   }
 
   // 3. KV caches: the base (f32) one first, then the one under test.
@@ -201,7 +170,7 @@ int RunEvalPerplexityCommand(const EvalPerplexityOptions& options) {
   popts.ctx_tokens = ctx;
   popts.batch_tokens = batch;
   popts.max_windows = options.max_windows;
-  popts.bos_id = add_bos ? tokenizer->bos_id() : kNoToken;
+  popts.bos_id = window_text.bos_id;
   WindowProgress progress(options.kl_divergence);
   auto result = eval::RunPerplexity(
       *model, tokens, popts, &*test_kv, base_kv ? &*base_kv : nullptr, &pool,

@@ -41,13 +41,20 @@ StatusOr<KvCacheConfig> ResolveKvCacheFlags(const KvCacheFlags& flags) {
 }
 
 StatusOr<PagedKvCache> CreateKvCacheWithBanner(LlamaModel& model, const Tokenizer* tokenizer,
-                                               const KvCacheConfig& config, ThreadPool* pool) {
+                                               const KvCacheConfig& config, ThreadPool* pool,
+                                               const std::string& role,
+                                               const std::string& budget_source) {
+  const std::string suffix = role.empty() ? "" : " (" + role + ")";
   auto dtype = ParseKvCacheDtype(config.dtype, DType::kF32);
   if (dtype.ok() && (*dtype == DType::kFp8E4M3 || *dtype == DType::kFp8E5M2)) {
-    std::fprintf(stderr, "KV cache: fp8 scales: looking in the model file, else calibrating...\n");
+    std::fprintf(stderr, "KV cache%s: fp8 scales: looking in the model file, else calibrating...\n",
+                 suffix.c_str());
   }
   KV_ASSIGN_OR_RETURN(PagedKvCache cache, CreatePagedKvCache(model, tokenizer, config, pool));
-  for (const std::string& line : cache.Describe()) std::fprintf(stderr, "%s\n", line.c_str());
+  if (!budget_source.empty()) cache.budget_source = budget_source;
+  for (const std::string& line : cache.Describe()) {
+    std::fprintf(stderr, "%s%s\n", line.c_str(), suffix.c_str());
+  }
   return cache;
 }
 

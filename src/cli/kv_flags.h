@@ -24,7 +24,11 @@ void AddKvCacheFlags(CLI::App* cmd, KvCacheFlags* flags);
 StatusOr<KvCacheConfig> ResolveKvCacheFlags(const KvCacheFlags& flags);
 
 // CreatePagedKvCache, then the banner lines on stderr (calibration can take a moment: says so).
+// With a `role` ("base", "test"), every line ends with it in parentheses; a non-empty
+// `budget_source` replaces the banner's account of how the budget was chosen.
 StatusOr<PagedKvCache> CreateKvCacheWithBanner(LlamaModel& model, const Tokenizer* tokenizer,
-                                               const KvCacheConfig& config, ThreadPool* pool);
+                                               const KvCacheConfig& config, ThreadPool* pool,
+                                               const std::string& role = "",
+                                               const std::string& budget_source = "");
 
 }  // namespace kvserve::cli

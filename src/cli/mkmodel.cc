@@ -24,12 +24,8 @@ int RunMkmodel(const MkmodelOptions& o) {
   SyntheticModelOptions options;
   options.preset = o.preset;
   options.seed = o.seed;
-  const std::optional<DType> dtype = ParseDType(o.dtype);
-  if (!dtype.has_value() || (*dtype != DType::kF32 && *dtype != DType::kF16 &&
-                             *dtype != DType::kBF16 && *dtype != DType::kQ8_0)) {
-    return ReportError(
-        InvalidArgumentError("--dtype must be f32, f16, bf16 or q8_0, got '" + o.dtype + "'"));
-  }
+  const StatusOr<DType> dtype = ParseSyntheticWeightDType(o.dtype);
+  if (!dtype.ok()) return ReportError(dtype.status());
   options.dtype = *dtype;
   if (!o.vocab_from.empty()) {
     auto vocab = LoadVocabFile(o.vocab_from, 0);
@@ -40,9 +36,7 @@ int RunMkmodel(const MkmodelOptions& o) {
   StatusOr<LoadedModel> model = InternalError("not run");
   {
     ProgressLine progress("generating " + o.preset + " " + o.dtype);
-    model = MakeSyntheticModel(options, [&progress](int64_t done, int64_t total) {
-      progress.Update(done, total);
-    });
+    model = MakeSyntheticModel(options, progress.Callback());
   }
   if (!model.ok()) return ReportError(model.status());
   const double make_seconds = SecondsSince(start);

@@ -10,11 +10,7 @@
 namespace kvserve::cli {
 
 int RunPlanCommand(const PlanCommandOptions& o) {
-  if (o.preset.empty() == o.model_path.empty()) {
-    return ReportError(InvalidArgumentError("pass exactly one of --preset NAME and --model PATH"));
-  }
-  StatusOr<plan::PlanModel> model = o.preset.empty() ? plan::LoadPlanModel(o.model_path)
-                                                     : plan::PlanModelFromPreset(o.preset);
+  StatusOr<plan::PlanModel> model = plan::ResolvePlanModel(o.preset, o.model_path);
   if (!model.ok()) return ReportError(model.status());
   StatusOr<plan::PlanResult> result = plan::ComputePlan(*model, o.plan);
   if (!result.ok()) return ReportError(result.status());

@@ -48,19 +48,8 @@ int RunTemplate(const TemplateOptions& o) {
   StatusOr<ojson> messages = ReadJson(o.messages_file, "--messages");
   if (!messages.ok()) return ReportError(messages.status());
   ChatTemplateInputs in;
-  // Either a list of messages or a request-like object {"messages", "tools", "chat_template_kwargs"}.
-  if (messages->is_array()) {
-    in.messages = *messages;
-  } else if (messages->is_object() && messages->contains("messages") && (*messages)["messages"].is_array()) {
-    in.messages = (*messages)["messages"];
-    if (messages->contains("tools") && !(*messages)["tools"].is_null()) in.tools = (*messages)["tools"];
-    for (const char* key : {"chat_template_kwargs", "extra"}) {
-      if (messages->contains(key) && (*messages)[key].is_object()) {
-        for (auto it = (*messages)[key].begin(); it != (*messages)[key].end(); ++it) in.extra[it.key()] = it.value();
-      }
-    }
-  } else {
-    return ReportError(InvalidArgumentError("--messages must hold a JSON array of messages or an object with \"messages\""));
+  if (Status s = ParseConversationJson(*messages, "--messages", &in); !s.ok()) {
+    return ReportError(s);
   }
   if (!o.tools_file.empty()) {
     StatusOr<ojson> tools = ReadJson(o.tools_file, "--tools");
@@ -71,10 +60,7 @@ int RunTemplate(const TemplateOptions& o) {
   in.add_generation_prompt = o.add_generation_prompt;
   in.bos_token = o.bos_given ? o.bos_token : loaded->bos_token;
   in.eos_token = o.eos_given ? o.eos_token : loaded->eos_token;
-  const bool has_tools = in.tools.has_value() && !in.tools->empty();
-  StatusOr<ChatTemplate> tmpl = ChatTemplate::FromString(loaded->SourceFor(has_tools));
-  if (!tmpl.ok()) return ReportError(tmpl.status());
-  StatusOr<std::string> prompt = tmpl->Render(in);
+  StatusOr<std::string> prompt = RenderOnce(*loaded, in);
   if (!prompt.ok()) return ReportError(prompt.status());
   std::fwrite(prompt->data(), 1, prompt->size(), stdout);
   std::fflush(stdout);

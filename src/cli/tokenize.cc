@@ -1,5 +1,6 @@
 // `kvserve tokenize`: prints the token ids of a text on one line.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -20,22 +21,12 @@ struct TokenizeOptions {
   bool parse_special = false;
 };
 
+// The vocabulary (model/vocab_source.h), with a progress line when the model is loaded.
 StatusOr<VocabSpec> LoadVocabForTokenize(const TokenizeOptions& o) {
-  if (o.model_path.empty()) {
-    // A tokenizer file alone (GGUF or tokenizer.json) is enough.
-    return LoadVocabFile(o.tokenizer_path, 0);
-  }
-  if (o.tokenizer_path.empty() && IsGgufFile(o.model_path)) {
-    // Only the vocabulary is needed: works for vocab-only GGUFs (no tensors) too.
-    return LoadVocabFile(o.model_path, 0);
-  }
-  auto model = LoadModelWithProgress(o.model_path, o.tokenizer_path);
-  if (!model.ok()) return model.status();
-  if (!model->vocab.has_value()) {
-    return InvalidArgumentError("model '" + o.model_path +
-                                "' carries no tokenizer; pass one with --tokenizer PATH");
-  }
-  return std::move(*model->vocab);
+  ProgressLine progress("loading " + std::filesystem::path(o.model_path).filename().string());
+  auto vocab = LoadModelVocab(o.model_path, o.tokenizer_path, progress.Callback());
+  progress.Finish();
+  return vocab;
 }
 
 int RunTokenize(const TokenizeOptions& o) {

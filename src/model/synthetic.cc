@@ -297,12 +297,24 @@ StatusOr<VocabSpec> MakeSyntheticVocab(int64_t vocab_size, uint64_t seed) {
   return spec;
 }
 
+bool IsSyntheticWeightDType(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16 ||
+         dtype == DType::kQ8_0;
+}
+
+StatusOr<DType> ParseSyntheticWeightDType(const std::string& name) {
+  const std::optional<DType> dtype = ParseDType(name);
+  if (!dtype.has_value() || !IsSyntheticWeightDType(*dtype)) {
+    return InvalidArgumentError("--dtype must be f32, f16, bf16 or q8_0, got '" + name + "'");
+  }
+  return *dtype;
+}
+
 StatusOr<LoadedModel> MakeSyntheticModel(const SyntheticModelOptions& options,
                                          const std::function<void(int64_t, int64_t)>& progress) {
   KV_ASSIGN_OR_RETURN(ModelConfig config, SyntheticPresetConfig(options.preset));
   const DType wtype = options.dtype;
-  if (wtype != DType::kF32 && wtype != DType::kF16 && wtype != DType::kBF16 &&
-      wtype != DType::kQ8_0) {
+  if (!IsSyntheticWeightDType(wtype)) {
     return InvalidArgumentError(std::string("synthetic models support f32, f16, bf16 and q8_0 "
                                             "weights, not ") + DTypeName(wtype));
   }

@@ -23,6 +23,11 @@ struct SyntheticModelOptions {
   std::optional<VocabSpec> vocab = std::nullopt;  // replaces the synthetic vocabulary and size
 };
 
+// The weight types synthetic models are made in: f32, f16, bf16 and q8_0.
+bool IsSyntheticWeightDType(DType dtype);
+// `kvserve mkmodel --dtype`: one of those names, else InvalidArgument naming the flag.
+StatusOr<DType> ParseSyntheticWeightDType(const std::string& name);
+
 // "tiny", "smollm2-135m", "qwen2.5-0.5b", "llama-3.2-1b".
 std::vector<std::string> SyntheticPresetNames();
 // The preset's configuration (as in the real model's config.json); unknown names give

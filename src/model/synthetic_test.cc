@@ -45,6 +45,25 @@ TEST(SyntheticTest, UnknownPresetListsNames) {
   }
 }
 
+TEST(SyntheticTest, WeightDTypesAreF32F16Bf16AndQ8) {
+  for (const char* name : {"f32", "f16", "bf16", "q8_0"}) {
+    auto d = ParseSyntheticWeightDType(name);
+    ASSERT_TRUE(d.ok()) << name;
+    EXPECT_EQ(DTypeName(*d), std::string(name));
+    EXPECT_TRUE(IsSyntheticWeightDType(*d)) << name;
+  }
+  for (const char* name : {"int8", "fp8_e4m3", "q4", ""}) {
+    auto d = ParseSyntheticWeightDType(name);
+    ASSERT_FALSE(d.ok()) << name;
+    EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(d.status().message(),
+              std::string("--dtype must be f32, f16, bf16 or q8_0, got '") + name + "'");
+  }
+  auto m = MakeSyntheticModel({.preset = "tiny", .dtype = DType::kI8});
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(SyntheticTest, BuildsSmolLm2ShapesAndCountsInQ8) {
   int64_t last_done = 0, last_total = 0;
   auto m = MakeSyntheticModel({.preset = "smollm2-135m", .dtype = DType::kQ8_0},

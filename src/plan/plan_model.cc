@@ -332,4 +332,11 @@ int64_t WeightBytesAt(int64_t num_parameters, DType dtype) {
       std::llround(static_cast<double>(num_parameters) * bytes_per_parameter));
 }
 
+StatusOr<PlanModel> ResolvePlanModel(const std::string& preset, const std::string& model_path) {
+  if (preset.empty() == model_path.empty()) {
+    return InvalidArgumentError("pass exactly one of --preset NAME and --model PATH");
+  }
+  return preset.empty() ? LoadPlanModel(model_path) : PlanModelFromPreset(preset);
+}
+
 }  // namespace kvserve::plan

@@ -79,5 +79,8 @@ StatusOr<PlanModel> PlanModelFromHfConfig(const std::string& json_text, const st
                                           const std::string& default_name = "");
 // A GGUF file (metadata only), a Hugging Face folder or config.json, or a llama2.c checkpoint.
 StatusOr<PlanModel> LoadPlanModel(const std::string& path);
+// `kvserve plan --preset NAME | --model PATH`: exactly one of the two may be non-empty (else
+// InvalidArgument naming both flags); the preset, else the file.
+StatusOr<PlanModel> ResolvePlanModel(const std::string& preset, const std::string& model_path);
 
 }  // namespace kvserve::plan

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -175,6 +176,21 @@ TEST(PlanPresetTest, UnknownPresetListsTheKnownOnes) {
 
 // ---------------------------------------------------------------------------------------------
 // Arithmetic.
+
+TEST(PlanPresetTest, ResolvePlanModelTakesExactlyOneSource) {
+  StatusOr<PlanModel> preset = ResolvePlanModel("llama-3.1-8b", "");
+  ASSERT_TRUE(preset.ok()) << preset.status().ToString();
+  EXPECT_EQ(preset->name, PlanModelFromPreset("llama-3.1-8b")->name);
+  for (const auto& [p, m] : {std::pair<std::string, std::string>{"", ""},
+                             std::pair<std::string, std::string>{"llama-3.1-8b", "/x.gguf"}}) {
+    StatusOr<PlanModel> bad = ResolvePlanModel(p, m);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(bad.status().message(), "pass exactly one of --preset NAME and --model PATH");
+  }
+  StatusOr<PlanModel> missing = ResolvePlanModel("", "/nonexistent/model.gguf");
+  EXPECT_FALSE(missing.ok());
+}
 
 TEST(PlanTest, DtypeTableFollowsTheSpec) {
   const PlanResult p = Plan(Preset("llama-3.1-8b"), Options(10000));

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/testing/test_dependency.h"
-#include "cli/cli_test_util.h"
+#include "cli_test_util.h"
 #include "sim/sim_test_util.h"
 
 namespace kvserve::sim {

@@ -1,13 +1,12 @@
 // `kvserve plan` as built: the standard figure, JSON output, errors and exit codes (the
 // planner itself is tested in plan/plan_test.cc).
-#include "cli/plan.h"
 
 #include <string>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/cli_test_util.h"
+#include "cli_test_util.h"
 
 namespace kvserve::cli {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "cli/cli_test_util.h"
+#include "cli_test_util.h"
 
 namespace kvserve::cli {
 namespace {

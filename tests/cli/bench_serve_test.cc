@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/cli_test_util.h"
+#include "cli_test_util.h"
 
 namespace kvserve::cli {
 namespace {

@@ -1,7 +1,6 @@
 // `kvserve eval perplexity` end to end on stories260K over a slice of the TinyStories
 // validation text (skipped when ../shared/assets is absent). Windows of 128 tokens keep every
 // case to a fraction of a second. The scoring itself is tested in src/eval/perplexity_test.cc.
-#include "cli/eval.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/testing/test_dependency.h"
-#include "cli/cli_test_util.h"
+#include "cli_test_util.h"
 
 namespace kvserve::cli {
 namespace {

@@ -14,9 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/testing/test_dependency.h"
-#include "cli/cli_test_util.h"
-#include "cli/generate.h"
-#include "model/synthetic.h"
+#include "cli_test_util.h"
 
 namespace kvserve::cli {
 namespace {
