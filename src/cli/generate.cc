@@ -245,7 +245,8 @@ int RunGenerateCommand(const GenerateOptions& options) {
   EngineConfigOptions eco;
   eco.kv = *kv_config;
   eco.scheduler = options.scheduler;
-  eco.scheduler.max_num_seqs = 1;
+  // One sequence: --max-num-seqs does not apply, but a bad value is still refused.
+  if (eco.scheduler.max_num_seqs >= 1) eco.scheduler.max_num_seqs = 1;
   eco.prompt_in_one_pass = true;
   auto config = ResolveEngineConfig(eco, *model, tokenizer);
   if (!config.ok()) return ReportError(config.status());

@@ -89,6 +89,8 @@ TEST(KvserveCliTest, BadInputsAreErrorsNotCrashes) {
            {"generate", "--prompt-ids", "1 2 99999999"},
            {"generate", "--random-prompt-tokens", "100000", "-n", "1"},  // beyond the context
            {"generate", "--no-bos", "--prompt", ""},                      // nothing to run
+           {"generate", "--prompt", "hi", "--max-num-seqs", "0"},         // refused, not ignored
+           {"generate", "--prompt", "hi", "--max-num-batched-tokens", "-1"},
            {"tokenize", "--model", "/nonexistent", "--text", "a"},
            {"tokenize", "--model", tmp.file("garbage.gguf"), "--text", "a"},
            {"convert", "--model", "/nonexistent", "-o", tmp.file("out.gguf")},
