@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -185,6 +186,50 @@ void ExpectGreedyMatchesReference(const std::string& model_path, const std::stri
 TEST(KvserveCliTest, Stories260KGreedyMatchesRunC) {
   KVSERVE_SKIP_IF_ABSENT(HasStories(), kStoriesDir << "/stories260K.bin");
   ExpectGreedyMatchesReference(kStoriesDir + "/stories260K.bin", "");
+}
+
+// The reference prompts (all but the empty one, which a prompts file cannot hold) batched
+// through the engine by --prompts-file: each output starts with the reference tokens (the run
+// asks for as many as the longest case needs; greedy continues the same way).
+TEST(KvserveCliTest, Stories260KPromptsFileGreedyMatchesRunC) {
+  KVSERVE_SKIP_IF_ABSENT(HasStories(), kStoriesDir << "/stories260K.bin");
+  json ref = StoriesReference();
+  TempDir tmp;
+  std::vector<json> cases;
+  int64_t max_generated = 0;
+  {
+    std::ofstream prompts(tmp.file("prompts.txt"));
+    for (const json& c : ref["cases"]) {
+      if (c["prompt"].get<std::string>().empty()) continue;
+      prompts << c["prompt"].get<std::string>() << "\n";
+      cases.push_back(c);
+      max_generated = std::max<int64_t>(
+          max_generated, static_cast<int64_t>(c["ids_after_bos"].size()) -
+                             static_cast<int64_t>(c["prompt_ids_with_bos"].size() - 1));
+    }
+  }
+  ASSERT_GE(cases.size(), 2u);
+  Ran r = RunKv({"generate", "--model", kStoriesDir + "/stories260K.bin", "--prompts-file",
+                 tmp.file("prompts.txt"), "-n", std::to_string(max_generated), "--temperature",
+                 "0", "--threads", "2", "--output-format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  size_t i = 0;
+  while (std::getline(lines, line) && i < cases.size()) {
+    const json j = json::parse(line);
+    const auto prompt_ids = cases[i]["prompt_ids_with_bos"].get<std::vector<int>>();
+    const auto after_bos = cases[i]["ids_after_bos"].get<std::vector<int>>();
+    const std::vector<int> want(after_bos.begin() + static_cast<int64_t>(prompt_ids.size() - 1),
+                                after_bos.end());
+    EXPECT_EQ(j["prompt_token_ids"].get<std::vector<int>>(), prompt_ids) << cases[i]["prompt"];
+    std::vector<int> got = j["output_token_ids"].get<std::vector<int>>();
+    ASSERT_GE(got.size(), want.size()) << cases[i]["prompt"];
+    got.resize(want.size());
+    EXPECT_EQ(got, want) << cases[i]["prompt"];
+    ++i;
+  }
+  EXPECT_EQ(i, cases.size());
 }
 
 TEST(KvserveCliTest, Stories260KTextModePrintsWhatRunCPrints) {
