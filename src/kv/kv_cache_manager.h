@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -112,8 +113,27 @@ class KvCacheManager {
 
   // Records that seq's first num_computed tokens hold KV (`tokens` are the sequence's tokens
   // so far, at least num_computed; never fewer computed tokens than before), and inserts its
-  // newly full blocks into the prefix cache. Cheap when no block became full.
+  // newly full blocks into the prefix cache. Cheap when no block became full. Not for a
+  // detached sequence (commit_detached).
   void commit(SeqId seq, const std::vector<TokenId>& tokens, int64_t num_computed);
+
+  // Token eviction: replaces seq's table by a compacted one holding num_kv_tokens tokens
+  // (1 .. the current count). `move(from, to)` must copy the kept KV from the old table's slots
+  // to the new table's (KvStorage::MoveHeadSlots, which tolerates overlap). Block b of the new
+  // table is the old table's block b when the sequence alone holds it outside the prefix cache
+  // (one reference, not cached: compacted in place), else a fresh block (cached prefix blocks
+  // are evicted for it as allocate_slots does). Afterwards the sequence is detached: its
+  // prefix-cache locks and the old blocks it no longer uses return (blocks the prefix cache
+  // holds stay cached and reusable by others: one request's eviction never modifies a shared
+  // block), and it inserts nothing more into the prefix cache (its slots no longer spell a
+  // token prefix). All or nothing: false (nothing changed, `move` not called) when fresh
+  // blocks are short.
+  bool compact(SeqId seq, int64_t num_kv_tokens,
+               const std::function<void(const BlockTable& from, const BlockTable& to)>& move);
+  // A detached sequence's commit: its table now holds num_kv_tokens tokens (never fewer than
+  // before, within capacity).
+  void commit_detached(SeqId seq, int64_t num_kv_tokens);
+  bool is_detached(SeqId seq) const;
 
   // Ends a sequence (finished, aborted or preempted): its references and locks return; blocks
   // that the cache holds stay resident (evictable), the others become free.

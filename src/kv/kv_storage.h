@@ -77,6 +77,13 @@ class KvStorage {
   // largest |K| and |V| seen per layer and head (for calibration).
   void Write(int64_t layer, const int64_t* slots, int64_t num_tokens, const float* k,
              const float* v);
+  // Token eviction: moves the stored K and V (bytes and int8 slot scales, unchanged, so the
+  // move is exact in every dtype) of `layer`'s KV head h from slot from[h][i] to slot to[h][i]
+  // for every i (to[h] and from[h] of equal length, num_kv_heads lists each). Every source is
+  // read before any destination is written, so sources and destinations may overlap (a
+  // compaction in place). Used by the compaction of a sequence's blocks.
+  void MoveHeadSlots(int64_t layer, const std::vector<std::vector<int64_t>>& from,
+                     const std::vector<std::vector<int64_t>>& to);
   // Dequantized K and V of one slot ([num_kv_heads * head_dim] each), for tests and tools.
   void ReadSlot(int64_t layer, int64_t slot, float* k, float* v) const;
 
@@ -144,6 +151,8 @@ class KvStorage {
   ChannelNorm norm_;                     // empty vectors when off
   std::vector<float> inv_k_scale_, inv_v_scale_;
   std::vector<float> normalized_;        // scratch: one head's normalized values
+  std::vector<uint8_t> move_bytes_;      // scratch of MoveHeadSlots
+  std::vector<float> move_scales_;
   bool observing_ = false;
   std::vector<float> absmax_k_, absmax_v_;
   // Per-channel statistics [layers * heads * head_dim]; index 0 keys, 1 values.

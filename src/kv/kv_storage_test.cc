@@ -95,6 +95,54 @@ INSTANTIATE_TEST_SUITE_P(AllDtypes, KvStorageDtypeTest,
                                            DType::kFp8E4M3, DType::kFp8E5M2, DType::kI8),
                          [](const auto& info) { return std::string(DTypeName(info.param)); });
 
+// Token eviction's compaction: per-head moves, overlapping in place, are exact in every dtype.
+TEST_P(KvStorageDtypeTest, MoveHeadSlotsIsExactAndMayOverlap) {
+  const DType dtype = GetParam();
+  const KvCacheSpec spec = Spec(dtype);
+  auto storage_or = KvStorage::Create(spec, 3);
+  ASSERT_TRUE(storage_or.ok());
+  KvStorage& storage = **storage_or;
+  if (dtype == DType::kFp8E4M3 || dtype == DType::kFp8E5M2) {
+    KvScales scales;
+    scales.k.assign(6, 0.05f);
+    scales.v.assign(6, 0.02f);
+    scales.source = KvScaleSource::kManual;
+    ASSERT_TRUE(storage.SetScales(scales).ok());
+  }
+  const int64_t kv_dim = spec.num_kv_heads * spec.head_dim;
+  const std::vector<float> k = RandomRows(12 * kv_dim, 3, 2.0f);
+  const std::vector<float> v = RandomRows(12 * kv_dim, 4, 0.5f);
+  std::vector<int64_t> slots(12);
+  for (int64_t t = 0; t < 12; ++t) slots[static_cast<size_t>(t)] = t;
+  storage.Write(0, slots.data(), 12, k.data(), v.data());
+  auto read = [&](int64_t slot) {
+    std::vector<float> kb(static_cast<size_t>(kv_dim)), vb(static_cast<size_t>(kv_dim));
+    storage.ReadSlot(0, slot, kb.data(), vb.data());
+    return std::make_pair(kb, vb);
+  };
+  std::vector<std::pair<std::vector<float>, std::vector<float>>> before;
+  for (int64_t t = 0; t < 12; ++t) before.push_back(read(t));
+  // Head 0 compacts in place; head 1 keeps other tokens; head 2 swaps two slots.
+  const std::vector<std::vector<int64_t>> from = {{5, 6, 11}, {0, 3, 9}, {2, 1}};
+  const std::vector<std::vector<int64_t>> to = {{0, 1, 2}, {0, 1, 2}, {1, 2}};
+  storage.MoveHeadSlots(0, from, to);
+  const int64_t hd = spec.head_dim;
+  for (int64_t h = 0; h < 3; ++h) {
+    for (size_t i = 0; i < from[h].size(); ++i) {
+      const auto got = read(to[h][i]);
+      const auto& want = before[static_cast<size_t>(from[h][i])];
+      for (int64_t d = 0; d < hd; ++d) {
+        ASSERT_EQ(got.first[h * hd + d], want.first[h * hd + d]) << "head " << h << " i " << i;
+        ASSERT_EQ(got.second[h * hd + d], want.second[h * hd + d]) << "head " << h;
+      }
+    }
+  }
+  // Slots no head wrote keep their values.
+  const auto untouched = read(7);
+  EXPECT_EQ(untouched.first, before[7].first);
+  EXPECT_EQ(untouched.second, before[7].second);
+}
+
 TEST(KvStorageTest, Fp8CountsSaturationPerLayer) {
   auto storage = KvStorage::Create(Spec(DType::kFp8E4M3), 2);
   ASSERT_TRUE(storage.ok());
