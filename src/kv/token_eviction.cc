@@ -369,6 +369,67 @@ KvKeptTokens SelectKeptTokens(const KvEvictionPolicy& policy, const KvEvictionSh
   return {};
 }
 
+KvKeptTokens SelectKeptTokensFromMass(const KvEvictionPolicy& policy,
+                                      const KvEvictionShape& shape,
+                                      std::span<const float> attention_mass) {
+  switch (policy.method) {
+    case KvEvictionMethod::kNone: return KeepAll(shape);
+    case KvEvictionMethod::kStreaming: return SelectStreaming(policy, shape);
+    case KvEvictionMethod::kH2o: return SelectH2o(policy, shape, attention_mass);
+    case KvEvictionMethod::kSnapKv:
+    case KvEvictionMethod::kPyramidKv: break;
+  }
+  CheckPolicy(policy, policy.method);
+  CheckShape(shape);
+  const int64_t n = shape.num_tokens;
+  const std::vector<int64_t> budgets =
+      policy.method == KvEvictionMethod::kPyramidKv
+          ? PyramidKvLayerBudgets(policy, shape.num_layers, n)
+          : std::vector<int64_t>(static_cast<size_t>(shape.num_layers), policy.budget_tokens);
+  KvKeptTokens kept = EmptyResult(shape);
+  const bool evicts =
+      std::any_of(budgets.begin(), budgets.end(), [n](int64_t b) { return b < n; });
+  if (evicts) {
+    KV_CHECK_EQ(static_cast<int64_t>(attention_mass.size()),
+                shape.num_layers * shape.num_kv_heads * n);
+  }
+  const int64_t num_sink = policy.sink_tokens;
+  const int64_t num_recent = policy.recent_tokens();
+  const int64_t num_prefix = n - policy.observation_window;
+  for (int64_t layer = 0; layer < shape.num_layers; ++layer) {
+    const int64_t budget = budgets[static_cast<size_t>(layer)];
+    for (int64_t g = 0; g < shape.num_kv_heads; ++g) {
+      std::vector<int64_t>& out = kept.positions[layer * shape.num_kv_heads + g];
+      if (n <= budget) {
+        out = AllPositions(n);
+        continue;
+      }
+      const std::span<const float> prefix =
+          attention_mass.subspan((layer * shape.num_kv_heads + g) * n, num_prefix);
+      const std::vector<float> votes = MaxPool1dSame(prefix, policy.pooling_kernel);
+      out = SelectOneHead(n, num_sink, num_recent, budget - num_sink - num_recent, votes);
+    }
+  }
+  return kept;
+}
+
+KvCompactionLayout CompactionLayout(const KvKeptTokens& kept) {
+  KvCompactionLayout layout;
+  std::vector<int64_t> counts(static_cast<size_t>(kept.num_layers), 0);
+  for (int64_t l = 0; l < kept.num_layers; ++l) {
+    counts[l] = static_cast<int64_t>(kept.at(l, 0).size());
+    for (int64_t g = 1; g < kept.num_kv_heads; ++g) {
+      KV_CHECK_EQ(static_cast<int64_t>(kept.at(l, g).size()), counts[l])
+          << "layer " << l << " keeps different counts per KV head";
+    }
+    layout.num_slots = std::max(layout.num_slots, counts[l]);
+  }
+  for (int64_t l = 0; l < kept.num_layers; ++l) {
+    layout.layer_key_begin.push_back(layout.num_slots - counts[l]);
+  }
+  return layout;
+}
+
 std::vector<float> SumGqaGroups(std::span<const float> in, int64_t num_q_heads,
                                 int64_t num_kv_heads, int64_t inner) {
   KV_CHECK(num_kv_heads > 0 && num_q_heads % num_kv_heads == 0 && inner >= 0);

@@ -164,6 +164,33 @@ struct KvEvictionScores {
 KvKeptTokens SelectKeptTokens(const KvEvictionPolicy& policy, const KvEvictionShape& shape,
                               const KvEvictionScores& scores);
 
+// ---- The engine's entry point: selection from kernel-accumulated attention mass ----
+
+// What the paged attention kernels accumulate for a sequence (kernels::AccumulateAttentionMass):
+// [num_layers, num_kv_heads, num_tokens], the softmax weights each position received, summed
+// over the recorded query rows and over the KV head's GQA group. H2O records every row it
+// computes; SnapKV and PyramidKV record only the observation window's rows.
+// Dispatches on policy.method: streaming ignores the mass; h2o is SelectH2o on it; snapkv and
+// pyramidkv restrict it to the prefix, max-pool it and select as SelectSnapKv and
+// SelectPyramidKv do (the dense functions sum the same weights rows-first, so their votes may
+// differ in the last float bits, never otherwise). kNone keeps every position.
+KvKeptTokens SelectKeptTokensFromMass(const KvEvictionPolicy& policy,
+                                      const KvEvictionShape& shape,
+                                      std::span<const float> attention_mass);
+
+// Where a compaction puts what each (layer, KV head) keeps: layer l's i-th kept position goes to
+// slot layer_key_begin[l] + i of the compacted table, layer_key_begin[l] = num_slots - (kept
+// count of layer l), so that every layer's kept tokens end at slot num_slots - 1 and the next
+// tokens follow. Layers keeping fewer tokens than the largest (PyramidKV) leave their first
+// slots unused; attention skips them (kernels::PagedSeq::key_begin). Plain value type.
+struct KvCompactionLayout {
+  int64_t num_slots = 0;                 // the largest layer's kept count
+  std::vector<int64_t> layer_key_begin;  // [num_layers]
+};
+// Every KV head of a layer must keep the same number of positions (KV_CHECK), as every
+// Select* function does.
+KvCompactionLayout CompactionLayout(const KvKeptTokens& kept);
+
 // ---- Score helpers (also the oracles later paged/kernel statistics are tested against) ----
 
 // Sums the GQA group of each KV head: in [num_outer, num_q_heads, inner] ->
