@@ -206,6 +206,11 @@ const float* KvStorage::value_channel_scale(int64_t layer) const {
   return norm_.v_scale.empty() ? nullptr
                                : norm_.v_scale.data() + layer * spec_.num_kv_heads * spec_.head_dim;
 }
+const float* KvStorage::key_channel_mean(int64_t layer) const {
+  return norm_.k_mean.empty() ? nullptr
+                              : norm_.k_mean.data() + layer * spec_.num_kv_heads * spec_.head_dim;
+}
+
 const float* KvStorage::value_channel_mean(int64_t layer) const {
   return norm_.v_mean.empty() ? nullptr
                               : norm_.v_mean.data() + layer * spec_.num_kv_heads * spec_.head_dim;

@@ -115,6 +115,7 @@ class KvStorage {
   bool has_channel_norm() const { return !norm_.k_mean.empty(); }
   // [num_kv_heads * head_dim] of a layer, or null when off.
   const float* key_channel_scale(int64_t layer) const;
+  const float* key_channel_mean(int64_t layer) const;
   const float* value_channel_scale(int64_t layer) const;
   const float* value_channel_mean(int64_t layer) const;
 

@@ -333,6 +333,47 @@ Status LlamaModel::Forward(const std::vector<TokenId>& tokens, DenseKvCache* cac
   return OkStatus();
 }
 
+Status LlamaModel::ShiftStoredKeys(KvStorage* kv, const int64_t* slots, const int64_t* deltas,
+                                   int64_t num_slots) {
+  const ModelConfig& c = model_.config;
+  if (kv == nullptr) return InvalidArgumentError("ShiftStoredKeys: null KV storage");
+  const KvCacheSpec& spec = kv->spec();
+  if (spec.layout != KvLayout::kSeparateKv || spec.num_layers != c.num_layers ||
+      spec.num_kv_heads != c.num_kv_heads || spec.head_dim != c.head_dim) {
+    return InvalidArgumentError("ShiftStoredKeys: the KV storage was made for another geometry");
+  }
+  if ((spec.dtype == DType::kFp8E4M3 || spec.dtype == DType::kFp8E5M2) && !kv->has_scales()) {
+    return FailedPreconditionError("ShiftStoredKeys: fp8 KV storage has no scales yet");
+  }
+  const int64_t kv_dim = c.num_kv_heads * c.head_dim;
+  std::vector<float> k(static_cast<size_t>(kv_dim)), v(static_cast<size_t>(kv_dim));
+  for (int64_t i = 0; i < num_slots; ++i) {
+    if (slots[i] < 0 || slots[i] >= kv->num_slots()) {
+      return OutOfRangeError("ShiftStoredKeys: slot " + std::to_string(slots[i]) +
+                             " outside the cache");
+    }
+  }
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const float* k_scale = kv->key_channel_scale(l);
+    const float* k_mean = kv->key_channel_mean(l);
+    const float* v_scale = kv->value_channel_scale(l);
+    const float* v_mean = kv->value_channel_mean(l);
+    for (int64_t i = 0; i < num_slots; ++i) {
+      if (deltas[i] == 0) continue;
+      kv->ReadSlot(l, slots[i], k.data(), v.data());
+      if (k_scale != nullptr) {
+        for (int64_t d = 0; d < kv_dim; ++d) {
+          k[d] = k[d] * k_scale[d] + k_mean[d];
+          v[d] = v[d] * v_scale[d] + v_mean[d];
+        }
+      }
+      kernels::Rope(k.data(), c.num_kv_heads, c.head_dim, deltas[i], inv_freqs_, c.rope.layout);
+      kv->Write(l, &slots[i], 1, k.data(), v.data());
+    }
+  }
+  return OkStatus();
+}
+
 Status LlamaModel::Forward(const ForwardBatch& batch, KvStorage* kv, ThreadPool* pool,
                            float* logits) {
   const ModelConfig& c = model_.config;

@@ -80,6 +80,15 @@ class LlamaModel {
   // another geometry.
   Status Forward(const ForwardBatch& batch, KvStorage* kv, ThreadPool* pool, float* logits);
 
+  // StreamingLLM's positions within the cache: re-rotates the stored keys of `slots` (every
+  // layer) by deltas[i] positions (RoPE angles add, so a key stored for position p becomes the
+  // key of position p + deltas[i], up to rounding). Keys are de-normalized (channel
+  // normalization), rotated, and written back through KvStorage::Write (normalized and
+  // quantized again; values are rewritten unchanged up to their dtype's rounding). Errors
+  // when `kv` was made for another geometry or fp8 storage has no scales.
+  Status ShiftStoredKeys(KvStorage* kv, const int64_t* slots, const int64_t* deltas,
+                         int64_t num_slots);
+
   // Runs `tokens` at positions cache->num_tokens() ... as one batch and appends their K/V.
   // Writes vocab_size logits for the last token to `logits` (or for every token, row-major
   // [tokens.size(), vocab_size], if all_logits). Errors (Status) when `tokens` is empty, the

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <random>
 
+#include "kernels/kernels.h"
 #include "tensor/dtype.h"
 
 namespace kvserve {
@@ -194,6 +195,74 @@ TEST(LlamaModelTest, PagedForwardEqualsDenseAndCenteringIsExact) {
     ASSERT_TRUE(model->Forward(rest, storage->get(), nullptr, logits.data() + 4 * V).ok());
     for (int64_t i = 0; i < n * V; ++i) {
       ASSERT_NEAR(logits[i], dense[i], 1e-4) << "centered=" << centered << " at " << i;
+    }
+  }
+}
+
+// StreamingLLM's re-rotation: a key stored for position p, shifted by d, reads back as the key
+// stored for position p + d, with and without channel normalization, in f32 and int8.
+TEST(LlamaModelTest, ShiftStoredKeysEqualsWritingAtTheNewPosition) {
+  const ModelConfig c = SmallConfig();
+  auto model = MustCreate(RandomModel(c, 11));
+  ASSERT_NE(model, nullptr);
+  const int64_t kv_dim = c.num_kv_heads * c.head_dim;
+  const std::vector<float> inv_freqs = RopeInvFreqs(c.rope);
+  for (DType dtype : {DType::kF32, DType::kI8}) {
+    for (bool centered : {false, true}) {
+      auto storage = KvStorage::Create(model->kv_spec(dtype, 4), 4);
+      ASSERT_TRUE(storage.ok());
+      KvStorage& kv = **storage;
+      std::mt19937 rng(5);
+      std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+      if (centered) {
+        const size_t n_ch = static_cast<size_t>(c.num_layers * kv_dim);
+        KvStorage::ChannelNorm norm;
+        for (auto* vec : {&norm.k_mean, &norm.v_mean}) {
+          for (size_t i = 0; i < n_ch; ++i) vec->push_back(dist(rng));
+        }
+        for (auto* vec : {&norm.k_scale, &norm.v_scale}) {
+          for (size_t i = 0; i < n_ch; ++i) vec->push_back(0.5f + std::fabs(dist(rng)));
+        }
+        ASSERT_TRUE(kv.SetChannelNorm(norm).ok());
+      }
+      // Slots 0..3 get keys of positions 40, 41, 7, 100; slots 8..11 the same keys at the
+      // shifted positions.
+      const int64_t positions[4] = {40, 41, 7, 100};
+      const int64_t deltas[4] = {-36, -36, 0, 25};
+      for (int64_t i = 0; i < 4; ++i) {
+        std::vector<float> k(static_cast<size_t>(kv_dim)), v(static_cast<size_t>(kv_dim));
+        for (float& x : k) x = dist(rng);
+        for (float& x : v) x = dist(rng);
+        std::vector<float> k_new = k;
+        kernels::Rope(k.data(), c.num_kv_heads, c.head_dim, positions[i], inv_freqs,
+                      c.rope.layout);
+        kernels::Rope(k_new.data(), c.num_kv_heads, c.head_dim, positions[i] + deltas[i],
+                      inv_freqs, c.rope.layout);
+        const int64_t slot = i, shifted_slot = 8 + i;
+        for (int64_t l = 0; l < c.num_layers; ++l) {
+          kv.Write(l, &slot, 1, k.data(), v.data());
+          kv.Write(l, &shifted_slot, 1, k_new.data(), v.data());
+        }
+      }
+      const int64_t slots[4] = {0, 1, 2, 3};
+      ASSERT_TRUE(model->ShiftStoredKeys(&kv, slots, deltas, 4).ok());
+      const float tolerance = dtype == DType::kF32 ? 1e-5f : 0.06f;
+      std::vector<float> k_got(kv_dim), v_got(kv_dim), k_want(kv_dim), v_want(kv_dim);
+      for (int64_t l = 0; l < c.num_layers; ++l) {
+        for (int64_t i = 0; i < 4; ++i) {
+          kv.ReadSlot(l, i, k_got.data(), v_got.data());
+          kv.ReadSlot(l, 8 + i, k_want.data(), v_want.data());
+          for (int64_t d = 0; d < kv_dim; ++d) {
+            ASSERT_NEAR(k_got[d], k_want[d], tolerance)
+                << DTypeName(dtype) << " centered=" << centered << " layer " << l << " slot "
+                << i << " dim " << d;
+            ASSERT_NEAR(v_got[d], v_want[d], tolerance) << "values are kept";
+          }
+        }
+      }
+      EXPECT_FALSE(model->ShiftStoredKeys(nullptr, slots, deltas, 4).ok());
+      const int64_t outside[1] = {kv.num_slots()};
+      EXPECT_EQ(model->ShiftStoredKeys(&kv, outside, deltas, 1).code(), StatusCode::kOutOfRange);
     }
   }
 }
