@@ -11,8 +11,9 @@ void ForwardBatch::AddSequence(const std::vector<TokenId>& new_tokens, const Blo
 }
 
 void ForwardBatch::AddSequence(const TokenId* new_tokens, int64_t num_new, int64_t start_pos,
-                               const BlockTable& table, bool all_logits) {
-  KV_CHECK(num_new > 0 && start_pos >= 0);
+                               const BlockTable& table, bool all_logits,
+                               int64_t position_offset) {
+  KV_CHECK(num_new > 0 && start_pos >= 0 && position_offset >= 0);
   KV_CHECK(start_pos + num_new <= table.capacity_tokens())
       << "block table holds " << table.capacity_tokens() << " tokens, need "
       << start_pos + num_new;
@@ -20,7 +21,7 @@ void ForwardBatch::AddSequence(const TokenId* new_tokens, int64_t num_new, int64
   const int64_t first_row = num_tokens();
   for (int64_t i = 0; i < num_new; ++i) {
     token_ids.push_back(new_tokens[i]);
-    positions.push_back(start_pos + i);
+    positions.push_back(start_pos + position_offset + i);
     slot_mapping.push_back(table.slot(start_pos + i));
   }
   query_start.push_back(num_tokens());
@@ -62,11 +63,15 @@ Status ForwardBatch::Validate(int64_t block_size, int64_t num_blocks) const {
                                     " outside the cache");
       }
     }
+    if (positions[begin] < seq_lens[i] - num_new) {
+      return InvalidArgumentError("ForwardBatch: sequence " + std::to_string(i) +
+                                  "'s first position is before its first slot");
+    }
     for (int64_t r = begin; r < end; ++r) {
-      const int64_t pos = seq_lens[i] - num_new + (r - begin);
-      if (positions[r] != pos) {
+      const int64_t pos = seq_lens[i] - num_new + (r - begin);  // slot index
+      if (positions[r] != positions[begin] + (r - begin)) {
         return InvalidArgumentError("ForwardBatch: positions of sequence " + std::to_string(i) +
-                                    " are not consecutive up to its length");
+                                    " are not consecutive");
       }
       const int64_t want = static_cast<int64_t>(table[static_cast<size_t>(pos / block_size)]) *
                                block_size + pos % block_size;

@@ -15,12 +15,15 @@
 namespace kvserve {
 
 // Plain value type. Sequence i owns token rows query_start[i] .. query_start[i+1] - 1; those
-// are its positions seq_lens[i] - num_new .. seq_lens[i] - 1 (chunked prefill: any number of
-// new tokens over any number of cached ones; decode: one).
+// are its cache slots seq_lens[i] - num_new .. seq_lens[i] - 1 (chunked prefill: any number of
+// new tokens over any number of cached ones; decode: one). A token's RoPE position is its slot
+// index plus the sequence's position offset: 0 normally; after token eviction compacted the
+// sequence, the number of slots evicted (H2O, SnapKV, PyramidKV keep each token's original
+// position) or still 0 (StreamingLLM assigns positions within the cache).
 // Invariants (Validate): sizes agree; query_start starts at 0 and increases strictly; each
-// sequence's positions are consecutive and end at seq_lens[i] - 1; block tables cover
-// seq_lens; slot_mapping[t] is the slot of positions[t] in its sequence's table; logits
-// indices are valid rows.
+// sequence's positions are consecutive and the first is at least its first slot index; block
+// tables cover seq_lens; slot_mapping[t] is the slot of row t's slot index in its sequence's
+// table; logits indices are valid rows.
 struct ForwardBatch {
   std::vector<TokenId> token_ids;       // [num_tokens]
   std::vector<int64_t> positions;       // [num_tokens]
@@ -40,9 +43,11 @@ struct ForwardBatch {
   // change the table).
   void AddSequence(const std::vector<TokenId>& new_tokens, const BlockTable& table,
                    bool all_logits = false);
-  // Same for tokens [begin, end) of a longer list at positions start_pos + (0 .. end-begin).
+  // Same for tokens [begin, end) of a longer list at slot indices start_pos + (0 .. end-begin),
+  // RoPE positions position_offset (>= 0) beyond those.
   void AddSequence(const TokenId* new_tokens, int64_t num_new, int64_t start_pos,
-                   const BlockTable& table, bool all_logits = false);
+                   const BlockTable& table, bool all_logits = false,
+                   int64_t position_offset = 0);
 
   // Checks the invariants above against a cache of num_slots slots and block_size.
   Status Validate(int64_t block_size, int64_t num_blocks) const;

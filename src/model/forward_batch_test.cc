@@ -25,6 +25,22 @@ TEST(ForwardBatchTest, AddSequenceBuildsFlatArrays) {
   EXPECT_TRUE(batch.Validate(4, 4).ok());
 }
 
+// Token eviction: a compacted sequence's slots and positions differ by the evicted tokens.
+TEST(ForwardBatchTest, PositionOffsetOfACompactedSequence) {
+  BlockTable table(4);
+  table.append_blocks({3, 1});
+  table.set_num_tokens(5);  // 5 slots hold the kept tokens
+  ForwardBatch batch;
+  const TokenId tokens[2] = {7, 8};
+  batch.AddSequence(tokens, 2, 5, table, false, /*position_offset=*/100);
+  EXPECT_THAT(batch.positions, ElementsAre(105, 106));
+  EXPECT_THAT(batch.slot_mapping, ElementsAre(1 * 4 + 1, 1 * 4 + 2));
+  EXPECT_THAT(batch.seq_lens, ElementsAre(7));
+  EXPECT_TRUE(batch.Validate(4, 4).ok());
+  batch.positions = {3, 4};  // before the first slot
+  EXPECT_FALSE(batch.Validate(4, 4).ok());
+}
+
 TEST(ForwardBatchTest, ValidateRejectsInconsistentBatches) {
   BlockTable a(4);
   a.append_blocks({2});
@@ -37,8 +53,11 @@ TEST(ForwardBatchTest, ValidateRejectsInconsistentBatches) {
   bad.slot_mapping[1] = 0;
   EXPECT_FALSE(bad.Validate(4, 3).ok());
   bad = good;
-  bad.positions[0] = 5;
+  bad.positions[0] = 5;  // not consecutive
   EXPECT_FALSE(bad.Validate(4, 3).ok());
+  bad = good;
+  bad.positions = {5, 6};  // an offset (a compacted sequence's evicted slots) is fine
+  EXPECT_TRUE(bad.Validate(4, 3).ok());
   bad = good;
   bad.seq_lens[0] = 9;  // table too short for 9 tokens
   EXPECT_FALSE(bad.Validate(4, 3).ok());
