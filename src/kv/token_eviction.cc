@@ -430,6 +430,55 @@ KvCompactionLayout CompactionLayout(const KvKeptTokens& kept) {
   return layout;
 }
 
+int64_t ContinuousCompactionSlots(const KvEvictionPolicy& policy, int64_t block_size) {
+  return policy.budget_tokens + block_size;
+}
+
+bool CompactionDue(const KvEvictionPolicy& policy, const KvEvictionProgress& p,
+                   int64_t block_size) {
+  const int64_t trigger = ContinuousCompactionSlots(policy, block_size);
+  switch (policy.method) {
+    case KvEvictionMethod::kNone: return false;
+    case KvEvictionMethod::kStreaming: return p.num_kv_slots >= trigger;
+    case KvEvictionMethod::kH2o:
+      if (p.num_computed_tokens > p.compress_at && p.num_kv_slots >= trigger) return true;
+      [[fallthrough]];
+    case KvEvictionMethod::kSnapKv:
+    case KvEvictionMethod::kPyramidKv:
+      return p.num_computed_tokens == p.compress_at && p.num_kv_slots > policy.budget_tokens;
+  }
+  return false;
+}
+
+int64_t TokensUntilCompaction(const KvEvictionPolicy& policy, const KvEvictionProgress& p,
+                              int64_t block_size) {
+  int64_t n = INT64_MAX;
+  const int64_t trigger = ContinuousCompactionSlots(policy, block_size);
+  const bool continuous =
+      policy.method == KvEvictionMethod::kStreaming ||
+      (policy.method == KvEvictionMethod::kH2o && p.num_computed_tokens >= p.compress_at);
+  if (policy.method == KvEvictionMethod::kNone) return n;
+  if (policy.method != KvEvictionMethod::kStreaming && p.num_computed_tokens < p.compress_at) {
+    n = p.compress_at - p.num_computed_tokens;
+  }
+  if (continuous) n = std::min(n, std::max<int64_t>(0, trigger - p.num_kv_slots));
+  return n;
+}
+
+int64_t MaxCachedTokensWithEviction(const KvEvictionPolicy& policy, int64_t compress_at,
+                                    int64_t block_size) {
+  switch (policy.method) {
+    case KvEvictionMethod::kNone: return INT64_MAX;
+    case KvEvictionMethod::kStreaming:
+      return ContinuousCompactionSlots(policy, block_size) - 1;
+    case KvEvictionMethod::kH2o: return std::max<int64_t>(0, compress_at - 1);
+    case KvEvictionMethod::kSnapKv:
+    case KvEvictionMethod::kPyramidKv:
+      return std::max<int64_t>(0, compress_at - policy.observation_window);
+  }
+  return INT64_MAX;
+}
+
 std::vector<float> SumGqaGroups(std::span<const float> in, int64_t num_q_heads,
                                 int64_t num_kv_heads, int64_t inner) {
   KV_CHECK(num_kv_heads > 0 && num_q_heads % num_kv_heads == 0 && inner >= 0);

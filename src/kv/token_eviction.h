@@ -191,6 +191,40 @@ struct KvCompactionLayout {
 // Select* function does.
 KvCompactionLayout CompactionLayout(const KvKeptTokens& kept);
 
+// ---- When a sequence is compacted (docs/kv-eviction.md, "When a sequence is compacted") ----
+
+// Where a sequence stands. Plain value type.
+struct KvEvictionProgress {
+  int64_t num_computed_tokens = 0;  // tokens whose KV was computed (prompt and output)
+  int64_t num_kv_slots = 0;         // slots its table holds (num_computed_tokens until compacted)
+  // The compression point: the end of the prompt, or a scoring request's prompt_logits_start
+  // (its context is compressed, then the rest is scored).
+  int64_t compress_at = 0;
+};
+
+// The slots at which StreamingLLM and H2O compact during decoding: budget_tokens + block_size
+// (one block of slack, so that a compaction's copy is amortized over block_size tokens).
+int64_t ContinuousCompactionSlots(const KvEvictionPolicy& policy, int64_t block_size);
+// True when a sequence that just reached `progress` must be compacted before it computes more:
+//   snapkv, pyramidkv: at the compression point, if it holds more than budget_tokens slots;
+//   h2o: the same, and past the compression point whenever its slots reach
+//        ContinuousCompactionSlots;
+//   streaming: whenever its slots reach ContinuousCompactionSlots (prefill included);
+//   none: never.
+bool CompactionDue(const KvEvictionPolicy& policy, const KvEvictionProgress& progress,
+                   int64_t block_size);
+// The most tokens the sequence may compute from `progress` before a compaction may be due (>= 1
+// when CompactionDue is false; INT64_MAX when none can be): a step's chunk never crosses a
+// compaction point, so the tokens after it see exactly the slots that token-by-token decoding
+// would, and a recomputation after preemption compacts at the same points.
+int64_t TokensUntilCompaction(const KvEvictionPolicy& policy, const KvEvictionProgress& progress,
+                              int64_t block_size);
+// The most prompt tokens a prefix-cache hit may serve (below the first compaction point; for
+// snapkv/pyramidkv also below the observation window, whose rows must be computed to vote).
+// INT64_MAX for none.
+int64_t MaxCachedTokensWithEviction(const KvEvictionPolicy& policy, int64_t compress_at,
+                                    int64_t block_size);
+
 // ---- Score helpers (also the oracles later paged/kernel statistics are tested against) ----
 
 // Sums the GQA group of each KV head: in [num_outer, num_q_heads, inner] ->

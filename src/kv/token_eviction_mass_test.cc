@@ -103,3 +103,55 @@ TEST(CompactionLayoutTest, LayersKeepingFewerStartLater) {
 
 }  // namespace
 }  // namespace kvserve
+
+namespace kvserve {
+namespace {
+
+KvEvictionPolicy Policy(KvEvictionMethod method) {
+  KvEvictionPolicy p;
+  p.method = method;
+  p.budget_tokens = 64;
+  return p;
+}
+
+TEST(CompactionScheduleTest, OneShotMethodsCompactAtTheCompressionPoint) {
+  for (KvEvictionMethod m : {KvEvictionMethod::kSnapKv, KvEvictionMethod::kPyramidKv}) {
+    const KvEvictionPolicy p = Policy(m);
+    EXPECT_EQ(TokensUntilCompaction(p, {0, 0, 300}, 16), 300);
+    EXPECT_EQ(TokensUntilCompaction(p, {256, 256, 300}, 16), 44);
+    EXPECT_TRUE(CompactionDue(p, {300, 300, 300}, 16));
+    EXPECT_FALSE(CompactionDue(p, {60, 60, 60}, 16));  // within the budget
+    EXPECT_EQ(TokensUntilCompaction(p, {300, 64, 300}, 16), INT64_MAX);
+    EXPECT_FALSE(CompactionDue(p, {400, 164, 300}, 16));  // decoding: never again
+    EXPECT_EQ(MaxCachedTokensWithEviction(p, 300, 16), 300 - 32);
+  }
+}
+
+TEST(CompactionScheduleTest, StreamingCompactsEveryBlockOfSlack) {
+  const KvEvictionPolicy p = Policy(KvEvictionMethod::kStreaming);
+  EXPECT_EQ(ContinuousCompactionSlots(p, 16), 80);
+  EXPECT_EQ(TokensUntilCompaction(p, {0, 0, 1000}, 16), 80);  // prefill chunks stop there
+  EXPECT_TRUE(CompactionDue(p, {80, 80, 1000}, 16));
+  EXPECT_EQ(TokensUntilCompaction(p, {80, 64, 1000}, 16), 16);
+  EXPECT_FALSE(CompactionDue(p, {95, 79, 1000}, 16));
+  EXPECT_TRUE(CompactionDue(p, {96, 80, 1000}, 16));
+  EXPECT_EQ(MaxCachedTokensWithEviction(p, 1000, 16), 79);
+}
+
+TEST(CompactionScheduleTest, H2oHoldsThePromptThenEvictsContinuously) {
+  const KvEvictionPolicy p = Policy(KvEvictionMethod::kH2o);
+  EXPECT_EQ(TokensUntilCompaction(p, {0, 0, 200}, 16), 200);  // no eviction inside the prompt
+  EXPECT_TRUE(CompactionDue(p, {200, 200, 200}, 16));
+  EXPECT_EQ(TokensUntilCompaction(p, {200, 64, 200}, 16), 16);
+  EXPECT_TRUE(CompactionDue(p, {216, 80, 200}, 16));
+  EXPECT_FALSE(CompactionDue(p, {50, 50, 200}, 16));
+  // A short prompt: nothing at the compression point, then the continuous rule.
+  EXPECT_FALSE(CompactionDue(p, {20, 20, 20}, 16));
+  EXPECT_EQ(TokensUntilCompaction(p, {20, 20, 20}, 16), 60);
+  const KvEvictionPolicy none = Policy(KvEvictionMethod::kNone);
+  EXPECT_EQ(TokensUntilCompaction(none, {0, 0, 20}, 16), INT64_MAX);
+  EXPECT_FALSE(CompactionDue(none, {5000, 5000, 20}, 16));
+}
+
+}  // namespace
+}  // namespace kvserve
