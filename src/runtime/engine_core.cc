@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "base/check.h"
+#include "runtime/kv_compaction.h"
 
 namespace kvserve {
 
@@ -40,6 +41,12 @@ EngineCore::EngineCore(const EngineCoreOptions& options, LlamaModel* model, Page
 
 Status EngineCore::ValidateInput(const RequestInput& input) const {
   KV_RETURN_IF_ERROR(scheduler_->ValidateInput(input));
+  const KvEvictionMethod method = input.kv_policy.method;
+  if (method != KvEvictionMethod::kNone && method != KvEvictionMethod::kStreaming) {
+    return InvalidArgumentError(std::string("kv_policy.method: ") + KvEvictionMethodName(method) +
+                                " is not available in the engine yet (it needs the attention "
+                                "kernels' statistics); use none or streaming");
+  }
   const int64_t vocab_size = model_->config().vocab_size;
   for (TokenId t : input.prompt_ids) {
     if (t < 0 || t >= vocab_size) {
@@ -83,8 +90,26 @@ EngineCoreStep EngineCore::step() {
     }
     scheduler_->update(out, ModelOutput{});
   }
+  compact_due_sequences(out);
   if (options_.check_invariants) scheduler_->check_invariants();
   return result;
+}
+
+void EngineCore::compact_due_sequences(const SchedulerOutput& out) {
+  const int64_t block_size = kv_->block_size();
+  for (const ScheduledSeq& s : out.seqs) {
+    const Request* r = scheduler_->request(s.id);
+    if (r == nullptr || r->status() != RequestStatus::kRunning) continue;
+    if (!CompactionDue(r->input().kv_policy, r->eviction_progress(), block_size)) continue;
+    std::optional<KvCompaction> c =
+        CompactSequenceKv(*r, {}, kv_.get(), kv_cache_->storage.get(), model_);
+    if (c.has_value()) {
+      scheduler_->record_compaction(s.id, c->num_kv_slots, std::move(c->layer_key_begin),
+                                    c->num_evicted_tokens);
+    } else {
+      scheduler_->preempt_request(s.id);  // recomputed when blocks are free again
+    }
+  }
 }
 
 KvMemoryStats EngineCore::finished_sequence_memory_stats(const RequestOutput& finished) const {

@@ -87,6 +87,9 @@ class EngineCore {
  private:
   EngineCore(const EngineCoreOptions& options, LlamaModel* model, PagedKvCache* kv,
              ThreadPool* pool);
+  // Token eviction after a step: compacts every scheduled request whose policy is due
+  // (CompactionDue), or preempts it when the cache has no fresh blocks for the compaction.
+  void compact_due_sequences(const SchedulerOutput& out);
 
   EngineCoreOptions options_;
   LlamaModel* model_;

@@ -35,8 +35,9 @@ StatusOr<ModelOutput> ModelRunner::execute(const SchedulerOutput& out, const Sch
     KV_CHECK(r != nullptr) << "scheduled request " << s.id << " is unknown";
     const std::vector<TokenId>& tokens = r->all_token_ids();
     KV_CHECK(s.num_computed_tokens + s.num_new_tokens <= r->num_tokens());
+    // Slots and positions differ once token eviction compacted the sequence.
     batch.AddSequence(tokens.data() + s.num_computed_tokens, s.num_new_tokens,
-                      s.num_computed_tokens, kv.block_table(s.id));
+                      r->num_kv_slots(), kv.block_table(s.id), false, r->position_offset());
     batch.logits_indices.pop_back();  // AddSequence wants the last row; chosen below
     const int64_t first_batch_row = batch.num_tokens() - s.num_new_tokens;
     Rows rs{&s, num_rows};

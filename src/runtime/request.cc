@@ -71,7 +71,22 @@ void Request::preempt() {
   status_ = RequestStatus::kPreempted;
   num_computed_tokens_ = 0;
   num_cached_tokens_ = 0;
+  num_dropped_slots_ = 0;  // recomputed (and compressed again) from scratch
+  num_evicted_tokens_ = 0;
+  kv_layer_key_begin_.clear();
   ++num_preemptions_;
+}
+
+void Request::compacted(int64_t num_kv_slots, std::vector<int64_t> layer_key_begin,
+                        int64_t num_evicted_tokens) {
+  KV_CHECK(status_ == RequestStatus::kRunning) << "request " << id_;
+  KV_CHECK(num_kv_slots >= 1 && num_kv_slots <= this->num_kv_slots())
+      << "request " << id_ << " compacted to " << num_kv_slots << " of "
+      << this->num_kv_slots() << " slots";
+  KV_CHECK_GE(num_evicted_tokens, 0);
+  num_dropped_slots_ = num_computed_tokens_ - num_kv_slots;
+  num_evicted_tokens_ += num_evicted_tokens;
+  kv_layer_key_begin_ = std::move(layer_key_begin);
 }
 
 void Request::advance_computed(int64_t num_new_tokens) {

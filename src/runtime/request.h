@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
+#include "kv/token_eviction.h"
 #include "sampling/sampler.h"
 #include "tokenizer/vocab_spec.h"
 
@@ -48,6 +49,9 @@ struct RequestInput {
   // prefix cache (a cached position has no logits), as vLLM does for prompt_logprobs.
   // -1: none.
   int64_t prompt_logits_start = -1;
+  // Token eviction (docs/kv-eviction.md): method none keeps every token's KV. Must pass
+  // KvEvictionPolicy::Validate().
+  KvEvictionPolicy kv_policy;
 
   bool is_scoring() const { return max_tokens == 0 && prompt_logits_start >= 0; }
 };
@@ -102,6 +106,28 @@ class Request {
 
   bool is_finished() const { return status_ == RequestStatus::kFinished; }
 
+  // --- Token eviction ---
+  // Slots its block table holds: num_computed_tokens() until a compaction dropped some.
+  int64_t num_kv_slots() const { return num_computed_tokens_ - num_dropped_slots_; }
+  // RoPE position of slot s is s + position_offset(): the dropped slots for methods that keep
+  // each token's position (H2O, SnapKV, PyramidKV); 0 for StreamingLLM, whose positions are
+  // the cache's slots.
+  int64_t position_offset() const {
+    return input_.kv_policy.method == KvEvictionMethod::kStreaming ? 0 : num_dropped_slots_;
+  }
+  // Per layer, the first slot attention reads (PyramidKV's layers keeping fewer tokens than the
+  // table's length); empty: 0 for every layer.
+  const std::vector<int64_t>& kv_layer_key_begin() const { return kv_layer_key_begin_; }
+  // Tokens evicted so far, averaged over layers and KV heads (OpenAI usage kv_tokens_evicted).
+  int64_t num_evicted_tokens() const { return num_evicted_tokens_; }
+  // The compression point: the end of the prompt, or a scoring request's prompt_logits_start.
+  int64_t compress_at() const {
+    return input_.is_scoring() ? input_.prompt_logits_start : num_prompt_tokens();
+  }
+  KvEvictionProgress eviction_progress() const {
+    return {num_computed_tokens_, num_kv_slots(), compress_at()};
+  }
+
   // Namespaced hashes of the first num_blocks full blocks of all_token_ids() (PrefixBlockKey,
   // kv/radix_cache.h): hashes[i] identifies the namespace and tokens [0, (i + 1) * block_size).
   // Each is computed once: tokens are only appended, so the chain only extends.
@@ -121,6 +147,10 @@ class Request {
   void set_stop_token(TokenId token);
   // Any state -> finished (its blocks must already be freed).
   void finish(FinishReason reason);
+  // Running: its table was compacted to num_kv_slots slots (layer_key_begin as
+  // CompactionLayout), evicting num_evicted_tokens more tokens (mean over layers and heads).
+  void compacted(int64_t num_kv_slots, std::vector<int64_t> layer_key_begin,
+                 int64_t num_evicted_tokens);
 
  private:
   const SeqId id_;
@@ -138,6 +168,9 @@ class Request {
   TokenId stop_token_id_ = kNoToken;
   int64_t num_preemptions_ = 0;
   int64_t prompt_logits_next_ = 0;
+  int64_t num_dropped_slots_ = 0;  // computed tokens minus slots held
+  int64_t num_evicted_tokens_ = 0;
+  std::vector<int64_t> kv_layer_key_begin_;
   // Memo of block_hashes(): the namespaced keys, and the namespace-free chain they extend.
   std::vector<uint64_t> block_hashes_;
   uint64_t block_chain_ = 0;

@@ -80,10 +80,27 @@ Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager* kv)
 Status Scheduler::ValidateInput(const RequestInput& input) const {
   const int64_t prompt_len = static_cast<int64_t>(input.prompt_ids.size());
   if (prompt_len == 0) return InvalidArgumentError("the prompt is empty");
+  if (Status s = input.kv_policy.Validate(); !s.ok()) {
+    return InvalidArgumentError("kv_policy: " + s.message());
+  }
+  // StreamingLLM assigns positions within its window, so a sequence may outgrow the model's
+  // context as long as the window fits it.
+  const bool streaming = input.kv_policy.method == KvEvictionMethod::kStreaming;
+  if (streaming) {
+    const int64_t window = ContinuousCompactionSlots(input.kv_policy, kv_->block_size());
+    if (window > config_.max_model_len) {
+      return InvalidArgumentError(
+          "kv_policy: budget_tokens (" + Num(input.kv_policy.budget_tokens) + ") plus one block (" +
+          Num(kv_->block_size()) + ") must fit the maximum context length (--max-model-len " +
+          Num(config_.max_model_len) + ")");
+    }
+  }
   if (input.max_tokens < 0 || (input.max_tokens == 0 && input.prompt_logits_start < 0)) {
     return InvalidArgumentError("max_tokens must be >= 1, got " + Num(input.max_tokens));
   }
-  if (input.is_scoring()) {
+  if (streaming) {
+    // no length limit: the cache holds at most the window
+  } else if (input.is_scoring()) {
     if (prompt_len > config_.max_model_len) {
       return InvalidArgumentError(
           "the prompt (" + Num(prompt_len) + " tokens) is longer than the model's maximum "
@@ -145,13 +162,25 @@ Request* Scheduler::choose_victim() const {
 }
 
 int64_t Scheduler::max_cached_tokens(const Request& r) const {
-  return r.input().prompt_logits_start >= 0 ? r.input().prompt_logits_start : INT64_MAX;
+  const int64_t logits = r.input().prompt_logits_start >= 0 ? r.input().prompt_logits_start
+                                                            : INT64_MAX;
+  return std::min(logits, MaxCachedTokensWithEviction(r.input().kv_policy, r.compress_at(),
+                                                      kv_->block_size()));
 }
 
 int64_t Scheduler::num_new_tokens(const Request& r, int64_t num_computed_tokens,
                                   int64_t budget_tokens) const {
   int64_t n = r.num_tokens() - num_computed_tokens;
   KV_CHECK_GE(n, 1) << "request " << r.id() << " has nothing to compute";
+  if (r.input().kv_policy.method != KvEvictionMethod::kNone) {
+    // Never past the next compaction point (a waiting request starts from its prefix match).
+    KvEvictionProgress p = r.eviction_progress();
+    if (r.status() != RequestStatus::kRunning) p = {num_computed_tokens, num_computed_tokens,
+                                                    r.compress_at()};
+    const int64_t until = TokensUntilCompaction(r.input().kv_policy, p, kv_->block_size());
+    KV_CHECK_GE(until, 1) << "request " << r.id() << " is due for compaction";
+    n = std::min(n, until);
+  }
   if (config_.enable_chunked_prefill) {
     if (config_.long_prefill_token_threshold > 0) {
       n = std::min(n, config_.long_prefill_token_threshold);
@@ -204,7 +233,7 @@ SchedulerOutput Scheduler::schedule() {
     if (n == 0) continue;
     bool allocated = false;
     while (true) {
-      if (kv_->allocate_slots(r->id(), start + n)) {
+      if (kv_->allocate_slots(r->id(), r->num_kv_slots() + n)) {
         allocated = true;
         break;
       }
@@ -297,7 +326,9 @@ FinishReason Scheduler::check_stop(Request* r, TokenId token) const {
     r->set_stop_token(token);
     return FinishReason::kStop;
   }
-  if (r->num_output_tokens() >= r->input().max_tokens || r->num_tokens() >= config_.max_model_len) {
+  const bool streaming = r->input().kv_policy.method == KvEvictionMethod::kStreaming;
+  if (r->num_output_tokens() >= r->input().max_tokens ||
+      (!streaming && r->num_tokens() >= config_.max_model_len)) {
     return FinishReason::kLength;
   }
   return FinishReason::kNone;
@@ -318,7 +349,11 @@ std::vector<RequestOutput> Scheduler::update(const SchedulerOutput& output,
     KV_CHECK(r->status() == RequestStatus::kRunning) << "request " << s.id;
     KV_CHECK_EQ(r->num_computed_tokens(), s.num_computed_tokens) << "request " << s.id;
     r->advance_computed(s.num_new_tokens);
-    kv_->commit(r->id(), r->all_token_ids(), r->num_computed_tokens());
+    if (kv_->is_detached(r->id())) {
+      kv_->commit_detached(r->id(), r->num_kv_slots());
+    } else {
+      kv_->commit(r->id(), r->all_token_ids(), r->num_computed_tokens());
+    }
     RequestOutput result;
     result.id = r->id();
     result.num_cached_prompt_tokens = r->num_cached_prompt_tokens();
@@ -346,13 +381,34 @@ std::vector<RequestOutput> Scheduler::update(const SchedulerOutput& output,
     if (reason != FinishReason::kNone) {
       result.finish_reason = reason;
       result.stop_token_id = r->stop_token_id();
-      result.num_kv_tokens = r->num_computed_tokens();
+      result.num_kv_tokens = r->num_kv_slots();
+      result.num_kv_tokens_evicted = r->num_evicted_tokens();
       result.num_kv_blocks = kv_->block_table(r->id()).num_blocks();
       remove(r, reason);  // deletes r
     }
     results.push_back(std::move(result));
   }
   return results;
+}
+
+void Scheduler::record_compaction(SeqId id, int64_t num_kv_slots,
+                                  std::vector<int64_t> layer_key_begin,
+                                  int64_t num_evicted_tokens) {
+  KV_CHECK(!step_in_flight_) << "compaction of request " << id << " during a step";
+  auto it = requests_.find(id);
+  KV_CHECK(it != requests_.end()) << "compaction of unknown request " << id;
+  Request* r = it->second.get();
+  KV_CHECK_EQ(kv_->block_table(id).num_tokens(), num_kv_slots) << "request " << id;
+  r->compacted(num_kv_slots, std::move(layer_key_begin), num_evicted_tokens);
+}
+
+void Scheduler::preempt_request(SeqId id) {
+  KV_CHECK(!step_in_flight_) << "preemption of request " << id << " during a step";
+  auto it = requests_.find(id);
+  KV_CHECK(it != requests_.end()) << "preemption of unknown request " << id;
+  SchedulerOutput unused;
+  int64_t unused_budget = 0;
+  preempt(it->second.get(), &unused, &unused_budget);
 }
 
 bool Scheduler::finish_request(SeqId id, FinishReason reason) {
@@ -410,7 +466,9 @@ void Scheduler::check_invariants() const {
                         r->all_token_ids().begin()));
     KV_CHECK(std::equal(r->output_ids().begin(), r->output_ids().end(),
                         r->all_token_ids().begin() + r->num_prompt_tokens()));
-    if (r->input().is_scoring()) {
+    if (r->input().kv_policy.method == KvEvictionMethod::kStreaming) {
+      // no length limit (positions within the cache)
+    } else if (r->input().is_scoring()) {
       KV_CHECK_LE(r->num_tokens(), config_.max_model_len) << "request " << r->id();
       KV_CHECK_EQ(r->num_output_tokens(), 0) << "request " << r->id();
     } else {
@@ -437,8 +495,8 @@ void Scheduler::check_invariants() const {
     KV_CHECK(r->status() == RequestStatus::kRunning) << "request " << r->id();
     KV_CHECK(kv_->has_sequence(r->id())) << "running request " << r->id() << " has no blocks";
     const BlockTable& table = kv_->block_table(r->id());
-    KV_CHECK_EQ(table.num_tokens(), r->num_computed_tokens()) << "request " << r->id();
-    KV_CHECK_LE(r->num_computed_tokens(), table.capacity_tokens()) << "request " << r->id();
+    KV_CHECK_EQ(table.num_tokens(), r->num_kv_slots()) << "request " << r->id();
+    KV_CHECK_LE(r->num_kv_slots(), table.capacity_tokens()) << "request " << r->id();
     KV_CHECK_LT(r->num_computed_tokens(), r->num_tokens()) << "request " << r->id();
   }
   kv_->check_invariants();

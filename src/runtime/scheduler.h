@@ -96,6 +96,9 @@ struct RequestOutput {
   // (tokens holding KV, blocks of its table).
   int64_t num_kv_tokens = 0;
   int64_t num_kv_blocks = 0;
+  // Token eviction: tokens whose KV was evicted (mean over layers and KV heads; OpenAI usage
+  // kv_tokens_evicted), when finished.
+  int64_t num_kv_tokens_evicted = 0;
   bool finished() const { return finish_reason != FinishReason::kNone; }
 };
 
@@ -138,7 +141,8 @@ struct SchedulerStats {
 //
 // Invariants (check_invariants): every request is in exactly one of the waiting and running
 // queues; running requests, and only they, have a sequence in the KvCacheManager, whose block
-// table holds exactly their computed tokens; running.size() <= max_num_seqs; the waiting
+// table holds exactly their KV slots (their computed tokens unless token eviction compacted
+// it: Request::num_kv_slots); running.size() <= max_num_seqs; the waiting
 // queue is sorted by (priority under kPriority, arrival); num_tokens() <= max_model_len; a
 // step never exceeds max_num_batched_tokens or max_num_seqs (checked in schedule()).
 class Scheduler {
@@ -171,6 +175,14 @@ class Scheduler {
   // sampled tokens, applies the token-level stop conditions and frees finished requests.
   // Returns one RequestOutput per request that sampled (finished ones included).
   std::vector<RequestOutput> update(const SchedulerOutput& output, const ModelOutput& model);
+
+  // Token eviction, between update() and the next schedule() (EngineCore's compaction): the
+  // running request's table was compacted (KvCacheManager::compact) to num_kv_slots slots.
+  void record_compaction(SeqId id, int64_t num_kv_slots, std::vector<int64_t> layer_key_begin,
+                         int64_t num_evicted_tokens);
+  // Preempts a running request between steps (a compaction found no fresh blocks): its blocks
+  // return and it is recomputed later.
+  void preempt_request(SeqId id);
 
   // Null once a request finished or was aborted (they are deleted).
   const Request* request(SeqId id) const;
