@@ -57,6 +57,7 @@ void AddGenerateCommand(CLI::App& app, int* exit_code) {
                   "and TPOT. json: one object per prompt in file order, then a summary object");
   AddSchedulerFlags(cmd, &opts->scheduler);  // used with --prompts-file
   AddKvCacheFlags(cmd, &opts->kv);
+  AddKvEvictionFlags(cmd, &opts->eviction);
   // Hidden options for benchmarks and tests.
   cmd->add_option("--prompt-ids", opts->prompt_ids, "Prompt as token ids")->group("");
   cmd->add_option("--random-prompt-tokens", opts->random_prompt_tokens,

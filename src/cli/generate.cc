@@ -70,7 +70,8 @@ StatusOr<std::vector<std::string>> ReadPromptsFile(const std::string& path) {
 }
 
 // --prompts-file: every prompt through the engine at once.
-int RunPromptsFile(const GenerateOptions& options, LlamaModel& model, const Tokenizer& tokenizer) {
+int RunPromptsFile(const GenerateOptions& options, const KvEvictionPolicy& policy,
+                   LlamaModel& model, const Tokenizer& tokenizer) {
   const bool json = options.output_format == "json";
   auto prompts = ReadPromptsFile(options.prompts_file);
   if (!prompts.ok()) return ReportError(prompts.status());
@@ -105,6 +106,7 @@ int RunPromptsFile(const GenerateOptions& options, LlamaModel& model, const Toke
     in.sampling.seed = options.sampling.seed + static_cast<uint64_t>(i);
     in.max_tokens = std::max<int64_t>(1, options.max_new_tokens);
     in.ignore_eos = options.ignore_eos;
+    in.kv_policy = policy;
     inputs.push_back(std::move(in));
   }
 
@@ -196,6 +198,11 @@ int RunGenerateCommand(const GenerateOptions& options) {
     return ReportError(InvalidArgumentError("-n must be >= 0"));
   }
   if (options.threads < 0) return ReportError(InvalidArgumentError("--threads must be >= 1"));
+  const StatusOr<KvEvictionPolicy> policy = ResolveKvEvictionFlags(options.eviction);
+  if (!policy.ok()) return ReportError(policy.status());
+  if (policy->method != KvEvictionMethod::kNone) {
+    std::fprintf(stderr, "kv eviction: %s\n", policy->ToString().c_str());
+  }
   if (options.output_format != "text" && options.output_format != "json") {
     return ReportError(InvalidArgumentError("--output-format must be text or json"));
   }
@@ -218,7 +225,7 @@ int RunGenerateCommand(const GenerateOptions& options) {
   LlamaModel* model = cm.model.get();
   const Tokenizer* tokenizer = cm.tokenizer.get();
   const int64_t vocab_size = model->config().vocab_size;
-  if (!options.prompts_file.empty()) return RunPromptsFile(options, *model, *tokenizer);
+  if (!options.prompts_file.empty()) return RunPromptsFile(options, *policy, *model, *tokenizer);
 
   // 2. The prompt.
   std::vector<TokenId> prompt_ids;
@@ -260,6 +267,7 @@ int RunGenerateCommand(const GenerateOptions& options) {
   input.sampling = options.sampling;
   input.max_tokens = options.max_new_tokens;
   input.ignore_eos = options.ignore_eos;
+  input.kv_policy = *policy;
   // Checked before the prompt is echoed, so a bad prompt prints only the error (-n 0 runs
   // nothing: checked as if it asked for one token).
   RequestInput check = input;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/kv_eviction_flags.h"
 #include "cli/kv_flags.h"
 #include "runtime/engine_policy.h"
 #include "sampling/sampler.h"
@@ -27,6 +28,7 @@ struct GenerateOptions {
   bool no_bos = false;
   bool ignore_eos = false;  // hidden: generate exactly -n tokens (benchmarks)
   KvCacheFlags kv;
+  KvEvictionFlags eviction;  // --kv-eviction ...
   // --prompts-file: one prompt per line (empty lines skipped), all run through the engine
   // together; reports throughput, time to first token and time per output token.
   std::string prompts_file;

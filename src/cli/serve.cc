@@ -16,6 +16,7 @@
 #include "chat/model_chat_templates.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/kv_eviction_flags.h"
 #include "cli/kv_flags.h"
 #include "cli/model_setup.h"
 #include "cli/scheduler_flags.h"
@@ -36,6 +37,7 @@ struct ServeOptions {
   int port = 8000;
   std::string api_key;
   KvCacheFlags kv;
+  KvEvictionFlags eviction;  // the default policy of requests without "kv_policy"
   double gpu_memory_utilization = -1.0;  // < 0: not given
   SchedulerFlags scheduler;
   int64_t max_queue_len = 256;
@@ -124,6 +126,8 @@ int RunServe(const ServeOptions& o) {
   ThreadPool pool(threads);
   auto kv_config = ResolveKvCacheFlags(o.kv);
   if (!kv_config.ok()) return ReportError(kv_config.status());
+  const StatusOr<KvEvictionPolicy> policy = ResolveKvEvictionFlags(o.eviction);
+  if (!policy.ok()) return ReportError(policy.status());
   EngineConfigOptions eco;
   eco.kv = *kv_config;
   if (o.gpu_memory_utilization >= 0.0) eco.kv.memory_utilization = o.gpu_memory_utilization;
@@ -149,6 +153,10 @@ int RunServe(const ServeOptions& o) {
 
   // 5. HTTP server.
   ServerOptions so;
+  so.kv_policy = *policy;
+  if (policy->method != KvEvictionMethod::kNone) {
+    std::fprintf(stderr, "kv eviction (default of requests): %s\n", policy->ToString().c_str());
+  }
   so.host = o.host;
   so.port = o.port;
   so.api_key = o.api_key;
@@ -228,6 +236,7 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                   "Require 'Authorization: Bearer KEY' on /v1 and /tokenize requests "
                   "(default: none)");
   AddKvCacheFlags(cmd, &o->kv);
+  AddKvEvictionFlags(cmd, &o->eviction);
   cmd->add_option("--gpu-memory-utilization", o->gpu_memory_utilization,
                   "vLLM's name for --memory-utilization: the fraction of the memory left after "
                   "weights and workspace that the KV cache may use")

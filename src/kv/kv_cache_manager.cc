@@ -229,57 +229,25 @@ void KvCacheManager::commit(SeqId id, const std::vector<TokenId>& tokens, int64_
   }
 }
 
-bool KvCacheManager::compact(
-    SeqId id, int64_t num_kv_tokens,
-    const std::function<void(const BlockTable& from, const BlockTable& to)>& move) {
+void KvCacheManager::compact(SeqId id, int64_t num_kv_tokens,
+                             const std::function<void(const BlockTable& from)>& gather,
+                             const std::function<void(const BlockTable& to)>& scatter) {
   Impl& im = *impl_;
   Seq& s = im.seq(id);
   KV_CHECK(num_kv_tokens >= 1 && num_kv_tokens <= s.table.num_tokens())
       << "compaction of sequence " << id << " to " << num_kv_tokens << " of "
       << s.table.num_tokens() << " tokens";
-  const int64_t bs = block_size();
-  const int64_t num_new_blocks = (num_kv_tokens + bs - 1) / bs;
-  const std::vector<BlockId>& old_ids = s.table.block_ids();
-  auto reusable = [&](BlockId b) { return !im.pool.is_cached(b) && im.pool.ref_count(b) == 1; };
-  int64_t fresh = 0;
-  for (int64_t b = 0; b < num_new_blocks; ++b) fresh += !reusable(old_ids[b]);
-  if (!can_allocate(fresh)) return false;
-  const int64_t shortfall = fresh - im.pool.num_free();
-  if (shortfall > 0) {
-    for (BlockId b : im.tree.evict(shortfall)) {
-      KV_CHECK_EQ(im.pool.ref_count(b), 0) << "evicted block " << b << " is referenced";
-      im.pool.set_cached(b, false);
-    }
-  }
-  std::vector<BlockId> fresh_ids;
-  KV_CHECK(im.pool.allocate(fresh, &fresh_ids));
-  std::vector<BlockId> new_ids;
-  std::vector<bool> kept(old_ids.size(), false);
-  size_t next_fresh = 0;
-  for (int64_t b = 0; b < num_new_blocks; ++b) {
-    if (reusable(old_ids[b])) {
-      new_ids.push_back(old_ids[b]);
-      kept[static_cast<size_t>(b)] = true;
-    } else {
-      new_ids.push_back(fresh_ids[next_fresh++]);
-    }
-  }
-  BlockTable next(bs);
-  next.append_blocks(new_ids);
-  next.set_num_tokens(num_kv_tokens);
-  move(s.table, next);
+  gather(s.table);
   for (auto n = s.path.rbegin(); n != s.path.rend(); ++n) im.tree.unlock(*n);
-  std::vector<BlockId> released;
-  for (size_t b = 0; b < old_ids.size(); ++b) {
-    if (!kept[b]) released.push_back(old_ids[b]);
-  }
-  im.pool.release_all(released);
+  im.pool.release_all(s.table.clear());
   im.pool.release_all(s.extra_refs);
   s.path.clear();
   s.extra_refs.clear();
-  s.table = std::move(next);
   s.detached = true;
-  return true;
+  KV_CHECK(allocate_slots(id, num_kv_tokens)) << "compaction of sequence " << id
+                                              << " found fewer blocks than it returned";
+  s.table.set_num_tokens(num_kv_tokens);
+  scatter(s.table);
 }
 
 void KvCacheManager::commit_detached(SeqId id, int64_t num_kv_tokens) {

@@ -118,18 +118,18 @@ class KvCacheManager {
   void commit(SeqId seq, const std::vector<TokenId>& tokens, int64_t num_computed);
 
   // Token eviction: replaces seq's table by a compacted one holding num_kv_tokens tokens
-  // (1 .. the current count). `move(from, to)` must copy the kept KV from the old table's slots
-  // to the new table's (KvStorage::MoveHeadSlots, which tolerates overlap). Block b of the new
-  // table is the old table's block b when the sequence alone holds it outside the prefix cache
-  // (one reference, not cached: compacted in place), else a fresh block (cached prefix blocks
-  // are evicted for it as allocate_slots does). Afterwards the sequence is detached: its
-  // prefix-cache locks and the old blocks it no longer uses return (blocks the prefix cache
-  // holds stay cached and reusable by others: one request's eviction never modifies a shared
-  // block), and it inserts nothing more into the prefix cache (its slots no longer spell a
-  // token prefix). All or nothing: false (nothing changed, `move` not called) when fresh
-  // blocks are short.
-  bool compact(SeqId seq, int64_t num_kv_tokens,
-               const std::function<void(const BlockTable& from, const BlockTable& to)>& move);
+  // (1 .. the current count). Calls gather(old table) (the caller copies the kept KV out:
+  // KvStorage::GatherHeadSlots), then returns every reference and prefix-cache lock of the
+  // sequence (blocks the prefix cache holds stay cached and reusable by others: one request's
+  // eviction never modifies a shared block), allocates the new table (fewer blocks than it
+  // returned, so this always succeeds; under memory pressure it may evict cached prefix blocks,
+  // the sequence's own included, least recently used first) and calls scatter(new table) (the
+  // caller writes the kept KV: KvStorage::ScatterHeadSlots). Afterwards the sequence is
+  // detached: it inserts nothing more into the prefix cache (its slots no longer spell a token
+  // prefix).
+  void compact(SeqId seq, int64_t num_kv_tokens,
+               const std::function<void(const BlockTable& from)>& gather,
+               const std::function<void(const BlockTable& to)>& scatter);
   // A detached sequence's commit: its table now holds num_kv_tokens tokens (never fewer than
   // before, within capacity).
   void commit_detached(SeqId seq, int64_t num_kv_tokens);

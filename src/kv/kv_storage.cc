@@ -320,52 +320,66 @@ void KvStorage::Write(int64_t layer, const int64_t* slots, int64_t num_tokens, c
   quant_stats_.clipped_v[static_cast<size_t>(layer)] += clipped_v;
 }
 
-void KvStorage::MoveHeadSlots(int64_t layer, const std::vector<std::vector<int64_t>>& from,
-                              const std::vector<std::vector<int64_t>>& to) {
-  const int64_t heads = spec_.num_kv_heads, hd = spec_.head_dim;
+void KvStorage::GatherHeadSlots(int64_t layer, const std::vector<std::vector<int64_t>>& slots,
+                                SlotRows* rows) const {
+  const int64_t heads = spec_.num_kv_heads;
   KV_CHECK(layer >= 0 && layer < spec_.num_layers);
-  KV_CHECK(static_cast<int64_t>(from.size()) == heads && static_cast<int64_t>(to.size()) == heads);
-  Layer& L = layers_[static_cast<size_t>(layer)];
-  const int64_t row_bytes = hd * spec_.value_bytes();
+  KV_CHECK_EQ(static_cast<int64_t>(slots.size()), heads);
+  const Layer& L = layers_[static_cast<size_t>(layer)];
+  const int64_t row_bytes = spec_.head_dim * spec_.value_bytes();
   const bool int8 = spec_.dtype == DType::kI8;
-  int64_t total = 0;
+  rows->bytes.clear();
+  rows->scales.clear();
   for (int64_t h = 0; h < heads; ++h) {
-    KV_CHECK_EQ(from[h].size(), to[h].size()) << "head " << h;
-    total += static_cast<int64_t>(from[h].size());
-  }
-  move_bytes_.resize(static_cast<size_t>(2 * total * row_bytes));
-  if (int8) move_scales_.resize(static_cast<size_t>(2 * total));
-  // Gather every source row (K then V), then scatter.
-  for (int pass = 0; pass < 2; ++pass) {
-    int64_t row = 0;
-    for (int64_t h = 0; h < heads; ++h) {
-      const std::vector<int64_t>& slots = pass == 0 ? from[h] : to[h];
-      for (int64_t slot : slots) {
-        KV_CHECK(slot >= 0 && slot < num_slots()) << "slot " << slot;
-        const int64_t index = slot * heads + h;
-        uint8_t* k = L.k.get() + index * row_bytes;
-        uint8_t* v = L.v.get() + index * row_bytes;
-        uint8_t* kb = move_bytes_.data() + 2 * row * row_bytes;
-        uint8_t* vb = kb + row_bytes;
-        if (pass == 0) {
-          std::copy(k, k + row_bytes, kb);
-          std::copy(v, v + row_bytes, vb);
-          if (int8) {
-            move_scales_[2 * row] = L.k_scales.get()[index];
-            move_scales_[2 * row + 1] = L.v_scales.get()[index];
-          }
-        } else {
-          std::copy(kb, kb + row_bytes, k);
-          std::copy(vb, vb + row_bytes, v);
-          if (int8) {
-            L.k_scales.get()[index] = move_scales_[2 * row];
-            L.v_scales.get()[index] = move_scales_[2 * row + 1];
-          }
-        }
-        ++row;
+    for (int64_t slot : slots[h]) {
+      KV_CHECK(slot >= 0 && slot < num_slots()) << "slot " << slot;
+      const int64_t index = slot * heads + h;
+      const uint8_t* k = L.k.get() + index * row_bytes;
+      const uint8_t* v = L.v.get() + index * row_bytes;
+      rows->bytes.insert(rows->bytes.end(), k, k + row_bytes);
+      rows->bytes.insert(rows->bytes.end(), v, v + row_bytes);
+      if (int8) {
+        rows->scales.push_back(L.k_scales.get()[index]);
+        rows->scales.push_back(L.v_scales.get()[index]);
       }
     }
   }
+}
+
+void KvStorage::ScatterHeadSlots(int64_t layer, const std::vector<std::vector<int64_t>>& slots,
+                                 const SlotRows& rows) {
+  const int64_t heads = spec_.num_kv_heads;
+  KV_CHECK(layer >= 0 && layer < spec_.num_layers);
+  KV_CHECK_EQ(static_cast<int64_t>(slots.size()), heads);
+  Layer& L = layers_[static_cast<size_t>(layer)];
+  const int64_t row_bytes = spec_.head_dim * spec_.value_bytes();
+  const bool int8 = spec_.dtype == DType::kI8;
+  int64_t row = 0;
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t slot : slots[h]) {
+      KV_CHECK(slot >= 0 && slot < num_slots()) << "slot " << slot;
+      KV_CHECK_LE((row + 1) * 2 * row_bytes, static_cast<int64_t>(rows.bytes.size()))
+          << "more slots than gathered rows";
+      const int64_t index = slot * heads + h;
+      const uint8_t* src = rows.bytes.data() + row * 2 * row_bytes;
+      std::copy(src, src + row_bytes, L.k.get() + index * row_bytes);
+      std::copy(src + row_bytes, src + 2 * row_bytes, L.v.get() + index * row_bytes);
+      if (int8) {
+        L.k_scales.get()[index] = rows.scales[static_cast<size_t>(2 * row)];
+        L.v_scales.get()[index] = rows.scales[static_cast<size_t>(2 * row + 1)];
+      }
+      ++row;
+    }
+  }
+  KV_CHECK_EQ(row * 2 * row_bytes, static_cast<int64_t>(rows.bytes.size()))
+      << "fewer slots than gathered rows";
+}
+
+void KvStorage::MoveHeadSlots(int64_t layer, const std::vector<std::vector<int64_t>>& from,
+                              const std::vector<std::vector<int64_t>>& to) {
+  SlotRows rows;
+  GatherHeadSlots(layer, from, &rows);
+  ScatterHeadSlots(layer, to, rows);
 }
 
 void KvStorage::ReadSlot(int64_t layer, int64_t slot, float* k, float* v) const {

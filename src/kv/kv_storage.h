@@ -77,11 +77,21 @@ class KvStorage {
   // largest |K| and |V| seen per layer and head (for calibration).
   void Write(int64_t layer, const int64_t* slots, int64_t num_tokens, const float* k,
              const float* v);
-  // Token eviction: moves the stored K and V (bytes and int8 slot scales, unchanged, so the
-  // move is exact in every dtype) of `layer`'s KV head h from slot from[h][i] to slot to[h][i]
-  // for every i (to[h] and from[h] of equal length, num_kv_heads lists each). Every source is
-  // read before any destination is written, so sources and destinations may overlap (a
-  // compaction in place). Used by the compaction of a sequence's blocks.
+  // Token eviction's compaction. The stored K and V of KV head h at slots slots[h][i] (bytes
+  // and int8 slot scales, unchanged: exact in every dtype), copied out of / into a buffer.
+  // Lists are per KV head (num_kv_heads of them). A compaction gathers every layer before its
+  // sequence's old blocks are released and scatters into the new ones, so sources and
+  // destinations may be the same blocks.
+  struct SlotRows {
+    std::vector<uint8_t> bytes;   // K then V row of each (head, slot), in list order
+    std::vector<float> scales;    // int8: their K and V slot scales
+  };
+  void GatherHeadSlots(int64_t layer, const std::vector<std::vector<int64_t>>& slots,
+                       SlotRows* rows) const;
+  // `slots` must have the shape the rows were gathered with.
+  void ScatterHeadSlots(int64_t layer, const std::vector<std::vector<int64_t>>& slots,
+                        const SlotRows& rows);
+  // Gather from `from`, then scatter to `to` (in place, overlapping or not).
   void MoveHeadSlots(int64_t layer, const std::vector<std::vector<int64_t>>& from,
                      const std::vector<std::vector<int64_t>>& to);
   // Dequantized K and V of one slot ([num_kv_heads * head_dim] each), for tests and tools.
@@ -152,8 +162,6 @@ class KvStorage {
   ChannelNorm norm_;                     // empty vectors when off
   std::vector<float> inv_k_scale_, inv_v_scale_;
   std::vector<float> normalized_;        // scratch: one head's normalized values
-  std::vector<uint8_t> move_bytes_;      // scratch of MoveHeadSlots
-  std::vector<float> move_scales_;
   bool observing_ = false;
   std::vector<float> absmax_k_, absmax_v_;
   // Per-channel statistics [layers * heads * head_dim]; index 0 keys, 1 values.

@@ -243,6 +243,7 @@ void Engine::publish(const RequestOutput& out) {
   ev.logprobs = out.logprobs;
   ev.first_scheduled_time = live.first_scheduled_time;
   ev.num_cached_prompt_tokens = out.num_cached_prompt_tokens;
+  ev.num_kv_tokens_evicted = out.num_kv_tokens_evicted;
   num_generated_tokens_total_ += static_cast<int64_t>(out.new_token_ids.size());
   FinishReason finish = out.finish_reason;
   const bool has_stops = live.max_stop_len > 0;

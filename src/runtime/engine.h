@@ -45,6 +45,7 @@ struct StreamEvent {
   FinishReason finish_reason = FinishReason::kNone;  // kNone: more to come
   std::string error;                                 // with kError
   int64_t num_cached_prompt_tokens = 0;
+  int64_t num_kv_tokens_evicted = 0;  // token eviction, on the finishing event
   EngineClock::time_point time;  // when the engine published it
   // When the request was first scheduled (left the waiting queue); set on every event after
   // that, unset (epoch) when it never ran (e.g. aborted while waiting).

@@ -101,14 +101,9 @@ void EngineCore::compact_due_sequences(const SchedulerOutput& out) {
     const Request* r = scheduler_->request(s.id);
     if (r == nullptr || r->status() != RequestStatus::kRunning) continue;
     if (!CompactionDue(r->input().kv_policy, r->eviction_progress(), block_size)) continue;
-    std::optional<KvCompaction> c =
-        CompactSequenceKv(*r, {}, kv_.get(), kv_cache_->storage.get(), model_);
-    if (c.has_value()) {
-      scheduler_->record_compaction(s.id, c->num_kv_slots, std::move(c->layer_key_begin),
-                                    c->num_evicted_tokens);
-    } else {
-      scheduler_->preempt_request(s.id);  // recomputed when blocks are free again
-    }
+    KvCompaction c = CompactSequenceKv(*r, {}, kv_.get(), kv_cache_->storage.get(), model_);
+    scheduler_->record_compaction(s.id, c.num_kv_slots, std::move(c.layer_key_begin),
+                                  c.num_evicted_tokens);
   }
 }
 

@@ -88,7 +88,7 @@ class EngineCore {
   EngineCore(const EngineCoreOptions& options, LlamaModel* model, PagedKvCache* kv,
              ThreadPool* pool);
   // Token eviction after a step: compacts every scheduled request whose policy is due
-  // (CompactionDue), or preempts it when the cache has no fresh blocks for the compaction.
+  // (CompactionDue).
   void compact_due_sequences(const SchedulerOutput& out);
 
   EngineCoreOptions options_;

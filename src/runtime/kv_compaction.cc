@@ -5,7 +5,7 @@
 
 namespace kvserve {
 
-std::optional<KvCompaction> CompactSequenceKv(const Request& r,
+KvCompaction CompactSequenceKv(const Request& r,
                                               std::span<const float> attention_mass,
                                               KvCacheManager* kv, KvStorage* storage,
                                               LlamaModel* model) {
@@ -15,38 +15,44 @@ std::optional<KvCompaction> CompactSequenceKv(const Request& r,
   const KvKeptTokens kept = SelectKeptTokensFromMass(policy, shape, attention_mass);
   const KvCompactionLayout layout = CompactionLayout(kept);
   const bool streaming = policy.method == KvEvictionMethod::kStreaming;
-  const bool ok = kv->compact(r.id(), layout.num_slots, [&](const BlockTable& from,
-                                                           const BlockTable& to) {
-    std::vector<std::vector<int64_t>> src(static_cast<size_t>(c.num_kv_heads));
-    std::vector<std::vector<int64_t>> dst(static_cast<size_t>(c.num_kv_heads));
+  // Per layer and KV head, the old slots of the kept positions, then their new slots.
+  std::vector<std::vector<std::vector<int64_t>>> slots(
+      static_cast<size_t>(c.num_layers),
+      std::vector<std::vector<int64_t>>(static_cast<size_t>(c.num_kv_heads)));
+  std::vector<KvStorage::SlotRows> rows(static_cast<size_t>(c.num_layers));
+  auto gather = [&](const BlockTable& from) {
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      for (int64_t h = 0; h < c.num_kv_heads; ++h) {
+        for (int64_t p : kept.at(l, h)) slots[l][h].push_back(from.slot(p));
+      }
+      storage->GatherHeadSlots(l, slots[l], &rows[l]);
+    }
+  };
+  auto scatter = [&](const BlockTable& to) {
     for (int64_t l = 0; l < c.num_layers; ++l) {
       const int64_t first = layout.layer_key_begin[static_cast<size_t>(l)];
       for (int64_t h = 0; h < c.num_kv_heads; ++h) {
-        const std::vector<int64_t>& positions = kept.at(l, h);
-        src[h].clear();
-        dst[h].clear();
-        for (size_t i = 0; i < positions.size(); ++i) {
-          src[h].push_back(from.slot(positions[i]));
-          dst[h].push_back(to.slot(first + static_cast<int64_t>(i)));
+        for (size_t i = 0; i < slots[l][h].size(); ++i) {
+          slots[l][h][i] = to.slot(first + static_cast<int64_t>(i));
         }
       }
-      storage->MoveHeadSlots(l, src, dst);
+      storage->ScatterHeadSlots(l, slots[l], rows[l]);
     }
     if (streaming) {
       // Positions within the cache: kept token i (at slot i now) was at slot positions[i].
       const std::vector<int64_t>& positions = kept.at(0, 0);
-      std::vector<int64_t> slots, deltas;
+      std::vector<int64_t> shifted, deltas;
       for (size_t i = 0; i < positions.size(); ++i) {
         if (positions[i] == static_cast<int64_t>(i)) continue;
-        slots.push_back(to.slot(static_cast<int64_t>(i)));
+        shifted.push_back(to.slot(static_cast<int64_t>(i)));
         deltas.push_back(static_cast<int64_t>(i) - positions[i]);
       }
-      const Status s = model->ShiftStoredKeys(storage, slots.data(), deltas.data(),
-                                              static_cast<int64_t>(slots.size()));
+      const Status s = model->ShiftStoredKeys(storage, shifted.data(), deltas.data(),
+                                              static_cast<int64_t>(shifted.size()));
       KV_CHECK(s.ok()) << "re-rotation of request " << r.id() << ": " << s.ToString();
     }
-  });
-  if (!ok) return std::nullopt;
+  };
+  kv->compact(r.id(), layout.num_slots, gather, scatter);
   KvCompaction result;
   result.num_kv_slots = layout.num_slots;
   result.layer_key_begin = layout.layer_key_begin;

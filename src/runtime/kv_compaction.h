@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <vector>
 
@@ -25,8 +24,8 @@ struct KvCompaction {
 // num_kv_slots() slots with `attention_mass` ([layers, kv_heads, num_kv_slots]; empty for
 // streaming), KvCacheManager::compact, KvStorage::MoveHeadSlots per layer, and for streaming
 // LlamaModel::ShiftStoredKeys so that every kept key has its new slot as its position.
-// nullopt (nothing changed) when the cache has no fresh blocks for it. Engine thread only.
-std::optional<KvCompaction> CompactSequenceKv(const Request& r,
+// Always succeeds (a compaction returns more blocks than it takes). Engine thread only.
+KvCompaction CompactSequenceKv(const Request& r,
                                               std::span<const float> attention_mass,
                                               KvCacheManager* kv, KvStorage* storage,
                                               LlamaModel* model);

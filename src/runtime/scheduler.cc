@@ -402,15 +402,6 @@ void Scheduler::record_compaction(SeqId id, int64_t num_kv_slots,
   r->compacted(num_kv_slots, std::move(layer_key_begin), num_evicted_tokens);
 }
 
-void Scheduler::preempt_request(SeqId id) {
-  KV_CHECK(!step_in_flight_) << "preemption of request " << id << " during a step";
-  auto it = requests_.find(id);
-  KV_CHECK(it != requests_.end()) << "preemption of unknown request " << id;
-  SchedulerOutput unused;
-  int64_t unused_budget = 0;
-  preempt(it->second.get(), &unused, &unused_budget);
-}
-
 bool Scheduler::finish_request(SeqId id, FinishReason reason) {
   KV_CHECK(reason != FinishReason::kNone);
   auto it = requests_.find(id);

@@ -180,9 +180,6 @@ class Scheduler {
   // running request's table was compacted (KvCacheManager::compact) to num_kv_slots slots.
   void record_compaction(SeqId id, int64_t num_kv_slots, std::vector<int64_t> layer_key_begin,
                          int64_t num_evicted_tokens);
-  // Preempts a running request between steps (a compaction found no fresh blocks): its blocks
-  // return and it is recomputed later.
-  void preempt_request(SeqId id);
 
   // Null once a request finished or was aborted (they are deleted).
   const Request* request(SeqId id) const;

@@ -51,6 +51,7 @@ struct OpenAiServer::Generation {
     std::string text;  // all text so far
     int64_t num_tokens = 0;
     int64_t num_cached_tokens = 0;
+    int64_t num_kv_tokens_evicted = 0;
     FinishReason finish = FinishReason::kNone;
     std::string error;
     bool done = false;
@@ -115,6 +116,7 @@ struct OpenAiServer::Generation {
     }
     c.num_tokens += static_cast<int64_t>(ev.token_ids.size());
     c.num_cached_tokens = std::max(c.num_cached_tokens, ev.num_cached_prompt_tokens);
+    c.num_kv_tokens_evicted = std::max(c.num_kv_tokens_evicted, ev.num_kv_tokens_evicted);
     c.text += ev.text;
     if (ev.finished()) {
       c.done = true;
@@ -161,17 +163,18 @@ struct OpenAiServer::Generation {
   }
 
   Json usage() const {
-    int64_t prompt = 0, completion = 0, cached = 0;
+    int64_t prompt = 0, completion = 0, cached = 0, evicted = 0;
     for (int64_t len : prompt_lengths) prompt += len;
     std::vector<bool> counted(prompt_lengths.size(), false);
     for (const Choice& c : choices) {
       completion += c.num_tokens;
+      evicted += c.num_kv_tokens_evicted;
       if (!counted[static_cast<size_t>(c.prompt_index)]) {
         counted[static_cast<size_t>(c.prompt_index)] = true;
         cached += c.num_cached_tokens;
       }
     }
-    return openai::Usage(prompt, completion, cached);
+    return openai::Usage(prompt, completion, cached, evicted);
   }
 
   Json chunk_base() const {
@@ -306,7 +309,8 @@ void OpenAiServer::handle_generate(const httplib::Request& req, httplib::Respons
   const EngineInputOptions input_options{.tokenizer = tokenizer_,
                                          .render_chat = &options_.render_chat,
                                          .served_model_name = options_.served_model_name,
-                                         .max_model_len = engine_->scheduler_config().max_model_len};
+                                         .max_model_len = engine_->scheduler_config().max_model_len,
+                                         .kv_policy = options_.kv_policy};
   auto inputs = BuildEngineInputs(*request, input_options, &perr);
   if (!inputs.ok()) return reply_status(res, inputs.status(), perr);
   auto gen = submit_generation(*request, std::move(inputs).value());

@@ -125,6 +125,30 @@ StatusOr<std::vector<TokenId>> TokenizeChat(const openai::ChatRequest& request,
   return tokenizer.Encode(*text, EncodeOptions{.add_bos = false, .parse_special = true});
 }
 
+StatusOr<KvEvictionPolicy> ApplyKvPolicy(const KvEvictionPolicy& server_default,
+                                         const openai::GenerationParams& params,
+                                         openai::ParamError* error) {
+  KvEvictionPolicy policy = server_default;
+  if (!params.kv_policy.has_value()) return policy;
+  const openai::GenerationParams::KvPolicyFields& f = *params.kv_policy;
+  if (f.method.has_value()) {
+    StatusOr<KvEvictionMethod> method = ParseKvEvictionMethod(*f.method);
+    if (!method.ok()) return Fail(error, method.status().message(), "kv_policy.method");
+    policy.method = *method;
+  }
+  if (f.budget_tokens) policy.budget_tokens = *f.budget_tokens;
+  if (f.sink_tokens) policy.sink_tokens = *f.sink_tokens;
+  if (f.window_tokens) policy.window_tokens = *f.window_tokens;
+  if (f.observation_window) policy.observation_window = *f.observation_window;
+  if (Status s = policy.Validate(); !s.ok()) {
+    // Validate's message starts with the field it refuses.
+    const std::string& m = s.message();
+    const std::string field = m.substr(0, m.find(' '));
+    return Fail(error, "kv_policy." + m, "kv_policy." + field);
+  }
+  return policy;
+}
+
 StatusOr<EngineInputs> BuildEngineInputs(const GenerateRequest& request,
                                          const EngineInputOptions& options,
                                          openai::ParamError* error) {
@@ -134,6 +158,8 @@ StatusOr<EngineInputs> BuildEngineInputs(const GenerateRequest& request,
   KV_RETURN_IF_ERROR(CheckAgainstModel(request, *prompts, options, error));
 
   const openai::GenerationParams& params = request.params();
+  StatusOr<KvEvictionPolicy> policy = ApplyKvPolicy(options.kv_policy, params, error);
+  if (!policy.ok()) return policy.status();
   EngineInputs out;
   for (size_t p = 0; p < prompts->size(); ++p) {
     const std::vector<TokenId>& ids = (*prompts)[p];
@@ -156,6 +182,7 @@ StatusOr<EngineInputs> BuildEngineInputs(const GenerateRequest& request,
       in.priority = params.priority;
       in.cache_salt = params.cache_salt;
       in.logprobs = params.logprobs;
+      in.kv_policy = *policy;
       out.choices.push_back(std::move(c));
     }
   }

@@ -56,7 +56,14 @@ struct EngineInputOptions {
   const ChatRenderer* render_chat = nullptr;  // required for chat requests
   std::string served_model_name;  // the only `model` a request may name (or omit)
   int64_t max_model_len = 0;      // prompt + max_tokens must fit
+  KvEvictionPolicy kv_policy;     // the server's default (--kv-eviction ...)
 };
+
+// The server's default policy with a request's "kv_policy" fields applied, validated;
+// InvalidArgument with *error naming the field ("kv_policy.budget_tokens") otherwise.
+StatusOr<KvEvictionPolicy> ApplyKvPolicy(const KvEvictionPolicy& server_default,
+                                         const openai::GenerationParams& params,
+                                         openai::ParamError* error);
 
 // One engine request per choice: prompts x n, choice j of prompt p at index p * n + j.
 struct EngineInputs {

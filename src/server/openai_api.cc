@@ -171,6 +171,32 @@ Status ParseGenerationParams(const Json& body, Reader& r, bool chat, GenerationP
   if (r.has("cache_salt") && p->cache_salt.empty()) {
     return r.fail("cache_salt", "'cache_salt' must not be empty");
   }
+  if (r.has("kv_policy")) {
+    const Json& kp = r.at("kv_policy");
+    if (!kp.is_object()) return r.fail("kv_policy", "'kv_policy' must be an object");
+    GenerationParams::KvPolicyFields f;
+    for (auto it = kp.begin(); it != kp.end(); ++it) {
+      const std::string& key = it.key();
+      const std::string param = "kv_policy." + key;
+      if (key == "method") {
+        if (!it->is_string()) return r.fail(param, "'" + param + "' must be a string");
+        f.method = it->get<std::string>();
+        continue;
+      }
+      std::optional<int64_t>* field = key == "budget_tokens"        ? &f.budget_tokens
+                                      : key == "sink_tokens"        ? &f.sink_tokens
+                                      : key == "window_tokens"      ? &f.window_tokens
+                                      : key == "observation_window" ? &f.observation_window
+                                                                    : nullptr;
+      if (field == nullptr) {
+        return r.fail(param, "unknown field '" + param + "' (method, budget_tokens, "
+                             "sink_tokens, window_tokens, observation_window)");
+      }
+      if (!it->is_number_integer()) return r.fail(param, "'" + param + "' must be an integer");
+      *field = it->get<int64_t>();
+    }
+    p->kv_policy = f;
+  }
   if (r.has("response_format")) {
     const Json& rf = r.at("response_format");
     if (!rf.is_object() || !rf.contains("type") || rf["type"] != "text") {
@@ -341,11 +367,13 @@ int64_t UnixNow() {
       .count();
 }
 
-Json Usage(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
+Json Usage(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens,
+           int64_t kv_tokens_evicted) {
   return Json{{"prompt_tokens", prompt_tokens},
               {"completion_tokens", completion_tokens},
               {"total_tokens", prompt_tokens + completion_tokens},
-              {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
+              {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}},
+              {"kv_tokens_evicted", kv_tokens_evicted}};
 }
 
 namespace {

@@ -46,6 +46,15 @@ struct GenerationParams {
   bool ignore_eos = false;
   int64_t priority = 0;
   std::string cache_salt;
+  // "kv_policy": {"method", "budget_tokens", "sink_tokens", "window_tokens",
+  // "observation_window"}: token eviction fields overriding the server's default
+  // (--kv-eviction ...); absent fields keep the default. Checked against the merged policy by
+  // ApplyKvPolicy.
+  struct KvPolicyFields {
+    std::optional<std::string> method;
+    std::optional<int64_t> budget_tokens, sink_tokens, window_tokens, observation_window;
+  };
+  std::optional<KvPolicyFields> kv_policy;
 };
 inline constexpr int64_t kMaxN = 128;
 
@@ -85,7 +94,9 @@ Json ErrorBody(int http_status, const std::string& message, const std::string& p
 
 // usage: {"prompt_tokens", "completion_tokens", "total_tokens",
 // "prompt_tokens_details": {"cached_tokens"}}.
-Json Usage(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens);
+// kv_tokens_evicted: tokens whose KV token eviction dropped (kvserve's extension; 0 without it).
+Json Usage(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens,
+           int64_t kv_tokens_evicted = 0);
 
 // A token's logprob entry for chat ({"token", "logprob", "bytes", "top_logprobs"}).
 struct TokenText {

@@ -58,6 +58,7 @@ struct ServerOptions {
   double shutdown_timeout_s = 30.0;  // Shutdown(): how long in-flight requests may finish
   ChatRenderer render_chat;          // required for /v1/chat/completions
   KvCacheInfo kv;
+  KvEvictionPolicy kv_policy;        // the default of requests without "kv_policy"
 };
 
 // Owns the HTTP server and its metrics; borrows the engine and the tokenizer (must outlive it).
