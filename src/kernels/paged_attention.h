@@ -36,12 +36,36 @@ struct PagedKv {
 
 // One sequence of a batch. Its keys are positions 0 .. num_keys - 1; its queries are the last
 // num_queries positions (num_keys - num_queries .. num_keys - 1), each attending causally to
-// keys 0 .. its own position. Query rows are q[query_offset .. query_offset + num_queries).
+// keys key_begin .. its own position. Query rows are q[query_offset .. query_offset +
+// num_queries).
 struct PagedSeq {
   const int32_t* block_table = nullptr;  // ceil(num_keys / block_size) block ids
   int64_t num_keys = 0;                  // >= num_queries >= 1
   int64_t num_queries = 0;
   int64_t query_offset = 0;
+  // Keys (positions in the block table's token space) below key_begin are not attended at all,
+  // as if absent: neither their K/V values nor the block table entries of blocks wholly below
+  // key_begin are read (those entries may hold anything). 0 <= key_begin <= num_keys -
+  // num_queries, so every query sees at least one key. For per-layer KV budgets (PyramidKV),
+  // where a layer that keeps fewer tokens than others has padding slots first. Partitions of
+  // the flash-decoding split stay aligned to key 0, so results stay batch-invariant.
+  int64_t key_begin = 0;
+
+  // Optional attention statistics for queries q >= stats_query_begin (query indices within
+  // the sequence, 0 .. num_queries - 1; null pointers: off, at no measurable cost). Each
+  // pointer may be set or null independently.
+  // stats_scores[((q - stats_query_begin) * num_heads + head) * num_keys + t] = the scaled
+  //   logit scale * q . k_t (the true value: fp8 head scales and int8 slot scales applied) for
+  //   every key t the query attends (key_begin <= t <= its position); other entries are not
+  //   written.
+  // stats_lse[(q - stats_query_begin) * num_heads + head] = log(sum over those keys of
+  //   exp(logit)), in float.
+  // So exp(stats_scores - stats_lse) is the query's softmax weight of key t (see
+  // AccumulateAttentionMass). Outputs are bit-identical with statistics on or off.
+  // 0 <= stats_query_begin <= num_queries.
+  float* stats_scores = nullptr;
+  float* stats_lse = nullptr;
+  int64_t stats_query_begin = 0;
 };
 
 struct PagedAttentionShape {
@@ -65,5 +89,20 @@ void PagedDecodeAttention(const float* q, const PagedKv& kv, const PagedSeq* seq
 // through PagedPrefillAttention.
 void PagedAttention(const float* q, const PagedKv& kv, const PagedSeq* seqs, int64_t num_seqs,
                     const PagedAttentionShape& shape, float* out, ThreadPool* pool);
+
+// Attention mass for token eviction (H2O heavy hitters, SnapKV observation windows): sums the
+// softmax weights recorded by PagedSeq::stats_scores / stats_lse over rows and GQA groups.
+// For every recorded row i in 0 .. num_rows - 1 (in that order, so float sums are
+// deterministic) and query head h, adds
+//   exp(scores[(i * num_heads + h) * num_keys + t] - lse[i * num_heads + h])
+// to mass[(h / (num_heads / num_kv_heads)) * mass_stride + t] for t in [key_begin,
+// row0_last_key + i], row i's visible keys (row0_last_key: the position of the first recorded
+// query, num_keys - num_queries + stats_query_begin for a PagedSeq; row0_last_key + num_rows
+// - 1 < num_keys). Other entries of mass are untouched; mass_stride >= num_keys. The same
+// result at every SIMD level up to exp's rounding (about 1e-7 relative per term).
+void AccumulateAttentionMass(const float* scores, const float* lse, int64_t num_rows,
+                             int64_t num_heads, int64_t num_kv_heads, int64_t num_keys,
+                             int64_t key_begin, int64_t row0_last_key, float* mass,
+                             int64_t mass_stride);
 
 }  // namespace kvserve::kernels

@@ -9,6 +9,7 @@
 #include "base/check.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/paged_attention_impl.h"
+#include "kernels/cpu/vector_math.h"
 
 namespace kvserve::kernels {
 namespace {
@@ -68,10 +69,20 @@ void CheckInputs(const PagedKv& kv, const PagedSeq* seqs, int64_t num_seqs,
         << "sequence " << s << ": num_queries=" << seqs[s].num_queries
         << " num_keys=" << seqs[s].num_keys;
     KV_CHECK(seqs[s].block_table != nullptr && seqs[s].query_offset >= 0);
+    KV_CHECK(seqs[s].key_begin >= 0 && seqs[s].key_begin <= seqs[s].num_keys - seqs[s].num_queries)
+        << "sequence " << s << ": key_begin=" << seqs[s].key_begin
+        << " outside [0, num_keys - num_queries = "
+        << seqs[s].num_keys - seqs[s].num_queries << "]";
+    KV_CHECK(seqs[s].stats_query_begin >= 0 &&
+             seqs[s].stats_query_begin <= seqs[s].num_queries)
+        << "sequence " << s << ": stats_query_begin=" << seqs[s].stats_query_begin
+        << " outside [0, num_queries = " << seqs[s].num_queries << "]";
   }
 }
 
 // Items for every (sequence, query tile, partition of kPartitionKeys keys, range of KV heads).
+// Partitions are aligned to key 0; those wholly below the sequence's key_begin get no item,
+// and the first one left starts at key_begin.
 // All KV heads go in one item unless that leaves fewer than kItemsPerThread items per thread:
 // then heads are split into ranges (which changes no result, rows being independent).
 constexpr int64_t kItemsPerThread = 4;
@@ -82,9 +93,11 @@ void BuildPlan(const PagedKv& kv, const PagedSeq* seqs, int64_t num_seqs, int64_
   plan.partial_offsets.clear();
   plan.groups.clear();
   const int64_t tile_queries = std::max<int64_t>(1, internal::paged::kTileRows / group);
+  auto first_partition = [](const PagedSeq& seq) { return seq.key_begin / kPartitionKeys; };
+  // Partitions from the first one to the one holding the tile's last query's position.
   auto num_partitions = [&](const PagedSeq& seq, int64_t query_end) {
     const int64_t num_keys = seq.num_keys - seq.num_queries + query_end;  // tile's last query
-    return (num_keys + kPartitionKeys - 1) / kPartitionKeys;
+    return (num_keys + kPartitionKeys - 1) / kPartitionKeys - first_partition(seq);
   };
   int64_t unsplit_items = 0;
   for (int64_t s = 0; s < num_seqs; ++s) {
@@ -113,8 +126,9 @@ void BuildPlan(const PagedKv& kv, const PagedSeq* seqs, int64_t num_seqs, int64_
         item.kv_head_end = std::min(kv.num_kv_heads, h0 + heads_per_item);
         item.query_begin = qb;
         item.query_end = qe;
+        const int64_t p0 = first_partition(seq);
         if (partitions == 1) {
-          item.key_begin = 0;
+          item.key_begin = seq.key_begin;
           item.key_end = num_keys;
           plan.items.push_back(item);
           plan.partial_offsets.push_back(-1);
@@ -123,8 +137,8 @@ void BuildPlan(const PagedKv& kv, const PagedSeq* seqs, int64_t num_seqs, int64_
         const int64_t rows = item.row_map(group).num_rows(item.kv_head_end - item.kv_head_begin);
         plan.groups.push_back(
             {s, item.kv_head_begin, item.kv_head_end, qb, qe, partitions, partial_floats});
-        for (int64_t p = 0; p < partitions; ++p) {
-          item.key_begin = p * kPartitionKeys;
+        for (int64_t p = p0; p < p0 + partitions; ++p) {
+          item.key_begin = std::max(seq.key_begin, p * kPartitionKeys);
           item.key_end = std::min(num_keys, (p + 1) * kPartitionKeys);
           plan.items.push_back(item);
           plan.partial_offsets.push_back(partial_floats);
@@ -145,7 +159,7 @@ void BuildPlan(const PagedKv& kv, const PagedSeq* seqs, int64_t num_seqs, int64_
 
 // out row = sum_p exp(m_p - M) acc_p * (v_factor / sum_p exp(m_p - M) l_p), M = max_p m_p;
 // partitions a row does not see (m = -inf) are skipped, so a row's result does not depend on
-// how many partitions its tile had.
+// how many partitions its tile had. With statistics on, the row's lse is M + log(that sum).
 void MergeGroupRows(const Problem& problem, const MergeGroup& g, const float* partials,
                     std::vector<float>& sum) {
   const PagedKv& kv = *problem.kv;
@@ -175,6 +189,10 @@ void MergeGroupRows(const Problem& problem, const MergeGroup& g, const float* pa
                ((seq.query_offset + map.query(r)) * problem.num_heads + map.head(r)) * hd;
     const float inv = internal::paged::VFactor(kv, map.kv_head(r)) / l;
     for (int64_t d = 0; d < hd; ++d) o[d] = sum[d] * inv;
+    if (seq.stats_lse != nullptr && map.query(r) >= seq.stats_query_begin) {
+      seq.stats_lse[(map.query(r) - seq.stats_query_begin) * problem.num_heads + map.head(r)] =
+          max_score + std::log(l);
+    }
   }
 }
 
@@ -243,6 +261,45 @@ void PagedDecodeAttention(const float* q, const PagedKv& kv, const PagedSeq* seq
 void PagedAttention(const float* q, const PagedKv& kv, const PagedSeq* seqs, int64_t num_seqs,
                     const PagedAttentionShape& shape, float* out, ThreadPool* pool) {
   RunPaged(q, kv, seqs, num_seqs, shape, out, pool);
+}
+
+// Per (row, head): the row's visible scores in blocks of kBlock keys, exponentiated into a
+// stack buffer (8 lanes at a time at SIMD levels) and added to the KV head's mass.
+void AccumulateAttentionMass(const float* scores, const float* lse, int64_t num_rows,
+                             int64_t num_heads, int64_t num_kv_heads, int64_t num_keys,
+                             int64_t key_begin, int64_t row0_last_key, float* mass,
+                             int64_t mass_stride) {
+  KV_CHECK(num_rows >= 0 && num_kv_heads > 0 && num_heads > 0 && num_heads % num_kv_heads == 0)
+      << "num_rows=" << num_rows << " num_heads=" << num_heads
+      << " num_kv_heads=" << num_kv_heads;
+  if (num_rows == 0) return;
+  KV_CHECK(key_begin >= 0 && key_begin <= row0_last_key && row0_last_key + num_rows <= num_keys)
+      << "key_begin=" << key_begin << " row0_last_key=" << row0_last_key
+      << " num_rows=" << num_rows << " num_keys=" << num_keys;
+  KV_CHECK(num_kv_heads == 1 || mass_stride >= num_keys)
+      << "mass_stride=" << mass_stride << " < num_keys=" << num_keys;
+  const int64_t group = num_heads / num_kv_heads;
+  const bool simd = internal::CurrentSimdLevel() != internal::SimdLevel::kScalar;
+  constexpr int64_t kBlock = 256;
+  float weights[kBlock];
+  for (int64_t i = 0; i < num_rows; ++i) {
+    const int64_t key_end = row0_last_key + i + 1;
+    for (int64_t h = 0; h < num_heads; ++h) {
+      const float* s = scores + (i * num_heads + h) * num_keys;
+      const float shift = lse[i * num_heads + h];
+      float* m = mass + (h / group) * mass_stride;
+      for (int64_t t0 = key_begin; t0 < key_end; t0 += kBlock) {
+        const int64_t n = std::min(kBlock, key_end - t0);
+        if (simd) {
+          std::copy(s + t0, s + t0 + n, weights);
+          internal::simd::ExpSubtractSum(weights, n, shift);
+        } else {
+          for (int64_t j = 0; j < n; ++j) weights[j] = std::exp(s[t0 + j] - shift);
+        }
+        for (int64_t j = 0; j < n; ++j) m[t0 + j] += weights[j];
+      }
+    }
+  }
 }
 
 }  // namespace kvserve::kernels

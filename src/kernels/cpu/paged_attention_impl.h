@@ -108,7 +108,9 @@ struct WorkItem {
   int64_t seq = 0;  // index into Problem::seqs
   int64_t kv_head_begin = 0, kv_head_end = 0;
   int64_t query_begin = 0, query_end = 0;  // query indices within the sequence
-  // Keys [key_begin, key_end): one partition, key_end clipped to the tile's last visible key.
+  // Keys [key_begin, key_end): one partition of kPartitionKeys keys (aligned to key 0),
+  // key_begin raised to the sequence's key_begin, key_end clipped to the tile's last visible
+  // key; never empty.
   int64_t key_begin = 0, key_end = 0;
   // Null: the item covers all the tile's keys and writes normalized rows to Problem::out.
   // Otherwise [rows, 2 + head_dim] floats: per row the running max m (of scaled scores), the

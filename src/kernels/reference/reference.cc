@@ -185,7 +185,9 @@ void GatherPagedKv(const kernels::PagedKv& kv, const kernels::PagedSeq& seq, flo
   KV_CHECK(!fp8 || (kv.k_head_scales != nullptr && kv.v_head_scales != nullptr));
   KV_CHECK(!int8 || (kv.k_token_scales != nullptr && kv.v_token_scales != nullptr));
   const int64_t hd = kv.head_dim;
-  for (int64_t t = 0; t < seq.num_keys; ++t) {
+  std::fill(k_out, k_out + seq.key_begin * kv.num_kv_heads * hd, 0.0f);
+  std::fill(v_out, v_out + seq.key_begin * kv.num_kv_heads * hd, 0.0f);
+  for (int64_t t = seq.key_begin; t < seq.num_keys; ++t) {
     const int64_t slot = static_cast<int64_t>(seq.block_table[t / kv.block_size]) * kv.block_size +
                          t % kv.block_size;
     for (int64_t h = 0; h < kv.num_kv_heads; ++h) {
@@ -207,28 +209,100 @@ void GatherPagedKv(const kernels::PagedKv& kv, const kernels::PagedSeq& seq, flo
   }
 }
 
+namespace {
+
+// The statistics of one sequence (see PagedSeq::stats_scores) from its gathered K.
+void PagedAttentionStats(const float* q, const kernels::PagedKv& kv, const kernels::PagedSeq& seq,
+                         const kernels::PagedAttentionShape& shape, const float* k) {
+  const int64_t hd = kv.head_dim;
+  const int64_t group = shape.num_heads / kv.num_kv_heads;
+  const int64_t first_pos = seq.num_keys - seq.num_queries;
+  std::vector<double> logits;
+  for (int64_t i = seq.stats_query_begin; i < seq.num_queries; ++i) {
+    const int64_t last = first_pos + i;
+    for (int64_t h = 0; h < shape.num_heads; ++h) {
+      const float* qh = q + ((seq.query_offset + i) * shape.num_heads + h) * hd;
+      const int64_t kvh = h / group;
+      const int64_t row = (i - seq.stats_query_begin) * shape.num_heads + h;
+      logits.assign(last + 1, 0.0);
+      double max_logit = -INFINITY;
+      for (int64_t t = seq.key_begin; t <= last; ++t) {
+        const float* kt = k + (t * kv.num_kv_heads + kvh) * hd;
+        double dot = 0.0;
+        for (int64_t d = 0; d < hd; ++d) dot += static_cast<double>(qh[d]) * kt[d];
+        logits[t] = dot * shape.scale;
+        max_logit = std::max(max_logit, logits[t]);
+        if (seq.stats_scores != nullptr) {
+          seq.stats_scores[row * seq.num_keys + t] = static_cast<float>(logits[t]);
+        }
+      }
+      double sum = 0.0;
+      for (int64_t t = seq.key_begin; t <= last; ++t) sum += std::exp(logits[t] - max_logit);
+      if (seq.stats_lse != nullptr) {
+        seq.stats_lse[row] = static_cast<float>(max_logit + std::log(sum));
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void PagedAttention(const float* q, const kernels::PagedKv& kv, const kernels::PagedSeq* seqs,
                     int64_t num_seqs, const kernels::PagedAttentionShape& shape, float* out,
                     ThreadPool* pool) {
   const int64_t row_floats = shape.num_heads * kv.head_dim;
+  const int64_t key_floats = kv.num_kv_heads * kv.head_dim;
   std::vector<float> k, v;
   for (int64_t s = 0; s < num_seqs; ++s) {
     const kernels::PagedSeq& seq = seqs[s];
     KV_CHECK(seq.num_queries >= 1 && seq.num_keys >= seq.num_queries)
         << "num_queries=" << seq.num_queries << " num_keys=" << seq.num_keys;
-    k.resize(seq.num_keys * kv.num_kv_heads * kv.head_dim);
+    KV_CHECK(seq.key_begin >= 0 && seq.key_begin <= seq.num_keys - seq.num_queries)
+        << "key_begin=" << seq.key_begin;
+    KV_CHECK(seq.stats_query_begin >= 0 && seq.stats_query_begin <= seq.num_queries)
+        << "stats_query_begin=" << seq.stats_query_begin;
+    k.resize(seq.num_keys * key_floats);
     v.resize(k.size());
     GatherPagedKv(kv, seq, k.data(), v.data());
     kernels::AttentionShape dense;
     dense.num_queries = seq.num_queries;
-    dense.num_keys = seq.num_keys;
-    dense.first_pos = seq.num_keys - seq.num_queries;
+    dense.num_keys = seq.num_keys - seq.key_begin;
+    dense.first_pos = seq.num_keys - seq.num_queries - seq.key_begin;
     dense.num_heads = shape.num_heads;
     dense.num_kv_heads = kv.num_kv_heads;
     dense.head_dim = kv.head_dim;
     dense.scale = shape.scale;
-    reference::DenseAttention(q + seq.query_offset * row_floats, k.data(), v.data(), dense,
-                   out + seq.query_offset * row_floats, pool);
+    reference::DenseAttention(q + seq.query_offset * row_floats,
+                              k.data() + seq.key_begin * key_floats,
+                              v.data() + seq.key_begin * key_floats, dense,
+                              out + seq.query_offset * row_floats, pool);
+    if (seq.stats_scores != nullptr || seq.stats_lse != nullptr) {
+      PagedAttentionStats(q, kv, seq, shape, k.data());
+    }
+  }
+}
+
+void AccumulateAttentionMass(const float* scores, const float* lse, int64_t num_rows,
+                             int64_t num_heads, int64_t num_kv_heads, int64_t num_keys,
+                             int64_t key_begin, int64_t row0_last_key, float* mass,
+                             int64_t mass_stride) {
+  KV_CHECK(num_kv_heads > 0 && num_heads % num_kv_heads == 0);
+  const int64_t group = num_heads / num_kv_heads;
+  const int64_t key_end = row0_last_key + num_rows;  // one past the last row's last key
+  std::vector<double> sum(key_end > 0 ? key_end : 0);
+  for (int64_t kvh = 0; kvh < num_kv_heads; ++kvh) {
+    std::fill(sum.begin(), sum.end(), 0.0);
+    for (int64_t i = 0; i < num_rows; ++i) {
+      for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+        const float* s = scores + (i * num_heads + h) * num_keys;
+        for (int64_t t = key_begin; t <= row0_last_key + i; ++t) {
+          sum[t] += std::exp(static_cast<double>(s[t]) - lse[i * num_heads + h]);
+        }
+      }
+    }
+    for (int64_t t = key_begin; t < key_end; ++t) {
+      mass[kvh * mass_stride + t] = static_cast<float>(mass[kvh * mass_stride + t] + sum[t]);
+    }
   }
 }
 
