@@ -222,3 +222,50 @@ TEST_F(GenerateRequestTest, TheFirstFailingCheckIsReported) {
 
 }  // namespace
 }  // namespace kvserve
+
+namespace kvserve {
+namespace {
+
+// "kv_policy": fields override the server's default; bad values name the field.
+TEST_F(GenerateRequestTest, KvPolicyOverridesTheServerDefault) {
+  options_.kv_policy.method = KvEvictionMethod::kStreaming;
+  options_.kv_policy.budget_tokens = 48;
+  EngineInputs inputs = Build({{"prompt", "x"}}, false);
+  ASSERT_EQ(inputs.choices.size(), 1u);
+  EXPECT_EQ(inputs.choices[0].input.kv_policy.method, KvEvictionMethod::kStreaming);
+  EXPECT_EQ(inputs.choices[0].input.kv_policy.budget_tokens, 48);
+
+  inputs = Build({{"prompt", "x"},
+                  {"kv_policy", {{"budget_tokens", 32}, {"sink_tokens", 2}}}},
+                 false);
+  const KvEvictionPolicy& p = inputs.choices[0].input.kv_policy;
+  EXPECT_EQ(p.method, KvEvictionMethod::kStreaming);  // kept from the default
+  EXPECT_EQ(p.budget_tokens, 32);
+  EXPECT_EQ(p.sink_tokens, 2);
+  inputs = Build({{"prompt", "x"}, {"kv_policy", {{"method", "none"}}}}, false);
+  EXPECT_EQ(inputs.choices[0].input.kv_policy.method, KvEvictionMethod::kNone);
+
+  openai::ParamError e =
+      BuildError({{"prompt", "x"}, {"kv_policy", {{"budget_tokens", 0}}}}, false);
+  EXPECT_EQ(e.param, "kv_policy.budget_tokens");
+  e = BuildError({{"prompt", "x"}, {"kv_policy", {{"method", "lru"}}}}, false);
+  EXPECT_EQ(e.param, "kv_policy.method");
+  EXPECT_NE(e.message.find("snapkv"), std::string::npos) << e.message;  // lists the names
+
+  struct Case {
+    std::string body, param;
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"({"prompt": "x", "kv_policy": 3})", "kv_policy"},
+           {R"({"prompt": "x", "kv_policy": {"budget": 3}})", "kv_policy.budget"},
+           {R"({"prompt": "x", "kv_policy": {"sink_tokens": "4"}})", "kv_policy.sink_tokens"},
+           {R"({"prompt": "x", "kv_policy": {"method": 1}})", "kv_policy.method"}}) {
+    openai::ParamError err;
+    auto req = ParseGenerateRequest(c.body, false, &err);
+    ASSERT_FALSE(req.ok()) << c.body;
+    EXPECT_EQ(err.param, c.param) << c.body;
+  }
+}
+
+}  // namespace
+}  // namespace kvserve

@@ -177,6 +177,33 @@ class ServerTest : public ::testing::Test {
   std::unique_ptr<httplib::Client> client_;
 };
 
+// A request's kv_policy runs StreamingLLM: usage reports what was evicted; a bad field is a
+// 400 naming it.
+TEST_F(ServerTest, KvPolicyPerRequestAndKvTokensEvictedInUsage) {
+  Start();
+  auto r = Post("/v1/completions",
+                {{"prompt", "Hello there"},
+                 {"max_tokens", 60},
+                 {"temperature", 0},
+                 {"ignore_eos", true},
+                 {"kv_policy", {{"method", "streaming"}, {"budget_tokens", 16}}}});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  Json j = Json::parse(r->body);
+  const int64_t prompt_tokens = j["usage"]["prompt_tokens"];
+  EXPECT_EQ(j["usage"]["completion_tokens"], 60);
+  // The cache keeps 16 to 31 slots of the prompt + 59 computed output tokens.
+  const int64_t evicted = j["usage"]["kv_tokens_evicted"];
+  EXPECT_GE(evicted, prompt_tokens + 59 - 31);
+  EXPECT_LE(evicted, prompt_tokens + 59 - 16);
+  auto bad = Post("/v1/completions",
+                  {{"prompt", "Hello"}, {"kv_policy", {{"method", "h2o"}, {"budget_tokens", -1}}},
+                   {"max_tokens", 2}});
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(Json::parse(bad->body)["error"]["param"], "kv_policy.budget_tokens") << bad->body;
+}
+
 TEST_F(ServerTest, CompletionNonStreamingHasOpenAiShapeAndUsage) {
   Start();
   auto r = Post("/v1/completions", {{"model", "tiny-test"},
@@ -198,6 +225,7 @@ TEST_F(ServerTest, CompletionNonStreamingHasOpenAiShapeAndUsage) {
   EXPECT_GT(prompt_tokens, 0);
   EXPECT_EQ(j["usage"]["total_tokens"], prompt_tokens + 5);
   EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(j["usage"]["kv_tokens_evicted"], 0);
   // The same greedy request again gives the same text.
   auto again = Post("/v1/completions",
                     {{"prompt", "Hello there"}, {"max_tokens", 5}, {"temperature", 0},
