@@ -19,7 +19,7 @@
 #include "kv/kv_storage.h"
 #include "model/llama.h"
 #include "model/model_loader.h"
-#include "model/synthetic.h"
+#include "model/testing/synthetic_model.h"
 #include "runtime/engine.h"
 #include "runtime/kv_cache_config.h"
 
@@ -28,19 +28,7 @@ namespace {
 
 constexpr int64_t kMaxModelLen = 256;
 
-LlamaModel& Model() {
-  static LlamaModel* model = [] {
-    SyntheticModelOptions o;
-    o.preset = "tiny";
-    o.seed = 7;
-    auto loaded = MakeSyntheticModel(o);
-    EXPECT_TRUE(loaded.ok());
-    auto m = LlamaModel::Create(std::move(loaded).value());
-    EXPECT_TRUE(m.ok());
-    return std::move(m).value().release();
-  }();
-  return *model;
-}
+LlamaModel& Model() { return kvserve::testing::SharedSyntheticModel("tiny", 7); }
 
 PagedKvCache MakeCache(int64_t num_blocks, int64_t block_size = 16) {
   PagedKvCache cache;

@@ -9,25 +9,13 @@
 #include <vector>
 
 #include "kv/kv_storage.h"
-#include "model/synthetic.h"
+#include "model/testing/synthetic_model.h"
 #include "runtime/engine_core.h"
 
 namespace kvserve {
 namespace {
 
-LlamaModel& Model() {
-  static LlamaModel* model = [] {
-    SyntheticModelOptions o;
-    o.preset = "tiny";
-    o.seed = 11;
-    auto loaded = MakeSyntheticModel(o);
-    EXPECT_TRUE(loaded.ok());
-    auto m = LlamaModel::Create(std::move(loaded).value());
-    EXPECT_TRUE(m.ok());
-    return std::move(m).value().release();
-  }();
-  return *model;
-}
+LlamaModel& Model() { return kvserve::testing::SharedSyntheticModel("tiny", 11); }
 
 PagedKvCache MakeCache(int64_t num_blocks, int64_t max_model_len, DType dtype = DType::kF32) {
   PagedKvCache cache;
