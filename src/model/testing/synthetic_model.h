@@ -17,9 +17,10 @@ namespace kvserve::testing {
 // Thread-safe. The model lives until the process exits.
 inline LlamaModel& SharedSyntheticModel(const std::string& preset, uint64_t seed) {
   static std::mutex mu;
-  static std::map<std::pair<std::string, uint64_t>, LlamaModel*> models;
+  // Never destroyed, so the models stay reachable at exit (no leak report under ASan).
+  static auto* models = new std::map<std::pair<std::string, uint64_t>, LlamaModel*>();
   std::lock_guard<std::mutex> lock(mu);
-  LlamaModel*& model = models[{preset, seed}];
+  LlamaModel*& model = (*models)[{preset, seed}];
   if (model == nullptr) {
     SyntheticModelOptions o;
     o.preset = preset;
