@@ -105,4 +105,25 @@ void AccumulateAttentionMass(const float* scores, const float* lse, int64_t num_
                              int64_t key_begin, int64_t row0_last_key, float* mass,
                              int64_t mass_stride);
 
+// Token eviction's attention mass wanted from one sequence of PagedAttentionWithMass.
+struct PagedMassRequest {
+  int64_t seq = 0;          // index into the call's seqs; at most one request per sequence
+  int64_t query_begin = 0;  // its first query (0 .. num_queries) whose weights are added
+  float* mass = nullptr;    // [num_kv_heads, mass_stride], added to
+  int64_t mass_stride = 0;  // >= the sequence's num_keys
+};
+
+// PagedAttention, plus for each request the softmax weights of its sequence's queries
+// query_begin .. num_queries - 1 added to its mass (the sums of AccumulateAttentionMass: over
+// the rows in order and the KV head's GQA group, keys key_begin .. each row's position).
+// The sequences' own stats pointers must be null. Outputs equal PagedAttention's bit for bit.
+// The scores scratch (owned by the calling thread, reused) stays under max_score_floats floats
+// where one query tile fits: sequences with requests run in slices of whole query tiles (the
+// kernels' unit of work), which changes no result, several slices and sequences per parallel
+// section.
+void PagedAttentionWithMass(const float* q, const PagedKv& kv, const PagedSeq* seqs,
+                            int64_t num_seqs, const PagedAttentionShape& shape,
+                            const PagedMassRequest* requests, int64_t num_requests, float* out,
+                            ThreadPool* pool, int64_t max_score_floats = int64_t{1} << 23);
+
 }  // namespace kvserve::kernels

@@ -471,7 +471,7 @@ int64_t MaxCachedTokensWithEviction(const KvEvictionPolicy& policy, int64_t comp
     case KvEvictionMethod::kNone: return INT64_MAX;
     case KvEvictionMethod::kStreaming:
       return ContinuousCompactionSlots(policy, block_size) - 1;
-    case KvEvictionMethod::kH2o: return std::max<int64_t>(0, compress_at - 1);
+    case KvEvictionMethod::kH2o: return 0;  // every prompt row's attention is scored
     case KvEvictionMethod::kSnapKv:
     case KvEvictionMethod::kPyramidKv:
       return std::max<int64_t>(0, compress_at - policy.observation_window);

@@ -220,8 +220,9 @@ bool CompactionDue(const KvEvictionPolicy& policy, const KvEvictionProgress& pro
 int64_t TokensUntilCompaction(const KvEvictionPolicy& policy, const KvEvictionProgress& progress,
                               int64_t block_size);
 // The most prompt tokens a prefix-cache hit may serve (below the first compaction point; for
-// snapkv/pyramidkv also below the observation window, whose rows must be computed to vote).
-// INT64_MAX for none.
+// snapkv/pyramidkv also below the observation window, whose rows must be computed to vote;
+// 0 for h2o, which scores with every prompt row's attention: a cached row has none). INT64_MAX
+// for none.
 int64_t MaxCachedTokensWithEviction(const KvEvictionPolicy& policy, int64_t compress_at,
                                     int64_t block_size);
 

@@ -145,6 +145,7 @@ TEST(CompactionScheduleTest, H2oHoldsThePromptThenEvictsContinuously) {
   EXPECT_EQ(TokensUntilCompaction(p, {200, 64, 200}, 16), 16);
   EXPECT_TRUE(CompactionDue(p, {216, 80, 200}, 16));
   EXPECT_FALSE(CompactionDue(p, {50, 50, 200}, 16));
+  EXPECT_EQ(MaxCachedTokensWithEviction(p, 200, 16), 0);  // every prompt row is scored
   // A short prompt: nothing at the compression point, then the continuous rule.
   EXPECT_FALSE(CompactionDue(p, {20, 20, 20}, 16));
   EXPECT_EQ(TokensUntilCompaction(p, {20, 20, 20}, 16), 60);

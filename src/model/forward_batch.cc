@@ -27,6 +27,7 @@ void ForwardBatch::AddSequence(const TokenId* new_tokens, int64_t num_new, int64
   query_start.push_back(num_tokens());
   seq_lens.push_back(start_pos + num_new);
   block_tables.push_back(table.block_ids());
+  layer_key_begin.resize(static_cast<size_t>(num_seqs()));  // this sequence's entry: empty
   if (all_logits) {
     for (int64_t i = 0; i < num_new; ++i) logits_indices.push_back(first_row + i);
   } else {
@@ -77,6 +78,21 @@ Status ForwardBatch::Validate(int64_t block_size, int64_t num_blocks) const {
                                block_size + pos % block_size;
       if (slot_mapping[r] != want) {
         return InvalidArgumentError("ForwardBatch: slot_mapping disagrees with the block table");
+      }
+    }
+  }
+  if (!layer_key_begin.empty()) {
+    if (static_cast<int64_t>(layer_key_begin.size()) != s) {
+      return InvalidArgumentError("ForwardBatch: layer_key_begin has no entry per sequence");
+    }
+    for (int64_t i = 0; i < s; ++i) {
+      const int64_t first_new = seq_lens[i] - (query_start[i + 1] - query_start[i]);
+      for (int64_t b : layer_key_begin[static_cast<size_t>(i)]) {
+        if (b < 0 || b > first_new) {
+          return InvalidArgumentError("ForwardBatch: sequence " + std::to_string(i) +
+                                      "'s layer_key_begin " + std::to_string(b) +
+                                      " is outside [0, " + std::to_string(first_new) + "]");
+        }
       }
     }
   }

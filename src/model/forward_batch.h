@@ -23,7 +23,8 @@ namespace kvserve {
 // Invariants (Validate): sizes agree; query_start starts at 0 and increases strictly; each
 // sequence's positions are consecutive and the first is at least its first slot index; block
 // tables cover seq_lens; slot_mapping[t] is the slot of row t's slot index in its sequence's
-// table; logits indices are valid rows.
+// table; logits indices are valid rows; layer_key_begin is empty or has an entry per sequence,
+// each empty or of values in [0, first slot of the sequence's new tokens].
 struct ForwardBatch {
   std::vector<TokenId> token_ids;       // [num_tokens]
   std::vector<int64_t> positions;       // [num_tokens]
@@ -32,6 +33,9 @@ struct ForwardBatch {
   std::vector<int64_t> seq_lens;        // [num_seqs] keys per sequence after this step
   std::vector<std::vector<BlockId>> block_tables;  // [num_seqs][>= ceil(seq_len / block_size)]
   std::vector<int64_t> logits_indices;  // rows whose logits are wanted, in output order
+  // Per sequence, the first slot each layer attends (PyramidKV's layers that keep fewer tokens
+  // than the table holds); an empty entry (or an empty vector): 0 for every layer.
+  std::vector<std::vector<int64_t>> layer_key_begin;  // [num_seqs][0 or num_layers]
 
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
   int64_t num_seqs() const { return static_cast<int64_t>(seq_lens.size()); }

@@ -7,6 +7,7 @@
 #include "base/check.h"
 #include "kernels/kernels.h"
 #include "kernels/paged_attention.h"
+#include "kv/token_eviction.h"
 
 namespace kvserve {
 
@@ -282,7 +283,8 @@ void LlamaModel::ComputeLogits(const int64_t* rows, int64_t num_rows, float* log
 }
 
 Status LlamaModel::Forward(const std::vector<TokenId>& tokens, DenseKvCache* cache,
-                           ThreadPool* pool, float* logits, bool all_logits) {
+                           ThreadPool* pool, float* logits, bool all_logits,
+                           std::vector<float>* attention_mass) {
   const ModelConfig& c = model_.config;
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t hd = c.head_dim;
@@ -319,6 +321,7 @@ Status LlamaModel::Forward(const std::vector<TokenId>& tokens, DenseKvCache* cac
       },
       [&](int64_t l, float* q, const float*, const float*, float* attn) {
         kernels::DenseAttention(q, cache->k(l), cache->v(l), shape, attn, pool);
+        if (attention_mass != nullptr) AddReferenceMass(l, q, *cache, start + n, attention_mass);
       },
       pool);
   cache->num_tokens_ = start + n;
@@ -331,6 +334,29 @@ Status LlamaModel::Forward(const std::vector<TokenId>& tokens, DenseKvCache* cac
   }
   ComputeLogits(rows.data(), static_cast<int64_t>(rows.size()), logits, pool);
   return OkStatus();
+}
+
+void LlamaModel::AddReferenceMass(int64_t layer, const float* q, const DenseKvCache& cache,
+                                  int64_t num_keys, std::vector<float>* mass) const {
+  const ModelConfig& c = model_.config;
+  const int64_t stride = cache.max_tokens();
+  const size_t size = static_cast<size_t>(c.num_layers * c.num_kv_heads * stride);
+  if (mass->size() != size) mass->assign(size, 0.0f);
+  const int64_t first = cache.num_tokens();  // this call's rows are first .. num_keys - 1
+  const int64_t num_rows = num_keys - first;
+  std::vector<int64_t> positions(static_cast<size_t>(num_rows));
+  for (int64_t i = 0; i < num_rows; ++i) positions[static_cast<size_t>(i)] = first + i;
+  ReferenceAttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, num_keys, 0.0f};
+  const int64_t kv_dim = c.num_kv_heads * c.head_dim;
+  const std::vector<float> weights = ReferenceAttentionWeights(
+      {q, static_cast<size_t>(num_rows * c.num_heads * c.head_dim)},
+      {cache.k(layer), static_cast<size_t>(num_keys * kv_dim)}, positions, shape);
+  std::vector<float> layer_mass(static_cast<size_t>(c.num_kv_heads * num_keys), 0.0f);
+  AccumulateAttentionMass(weights, c.num_heads, num_rows, c.num_kv_heads, layer_mass);
+  for (int64_t h = 0; h < c.num_kv_heads; ++h) {
+    float* out = mass->data() + (layer * c.num_kv_heads + h) * stride;
+    for (int64_t t = 0; t < num_keys; ++t) out[t] += layer_mass[h * num_keys + t];
+  }
 }
 
 Status LlamaModel::ShiftStoredKeys(KvStorage* kv, const int64_t* slots, const int64_t* deltas,
@@ -375,7 +401,7 @@ Status LlamaModel::ShiftStoredKeys(KvStorage* kv, const int64_t* slots, const in
 }
 
 Status LlamaModel::Forward(const ForwardBatch& batch, KvStorage* kv, ThreadPool* pool,
-                           float* logits) {
+                           float* logits, std::span<const AttentionMassRequest> mass) {
   const ModelConfig& c = model_.config;
   if (kv == nullptr || logits == nullptr) {
     return InvalidArgumentError("Forward: null KV storage or logits");
@@ -402,6 +428,24 @@ Status LlamaModel::Forward(const ForwardBatch& batch, KvStorage* kv, ThreadPool*
     s.query_offset = batch.query_start[static_cast<size_t>(i)];
     s.num_queries = batch.query_start[static_cast<size_t>(i) + 1] - s.query_offset;
   }
+  const bool per_layer_key_begin =
+      std::any_of(batch.layer_key_begin.begin(), batch.layer_key_begin.end(),
+                  [](const std::vector<int64_t>& b) { return !b.empty(); });
+  for (const std::vector<int64_t>& b : batch.layer_key_begin) {
+    if (!b.empty() && static_cast<int64_t>(b.size()) != c.num_layers) {
+      return InvalidArgumentError("Forward: layer_key_begin has " + std::to_string(b.size()) +
+                                  " layers, the model " + std::to_string(c.num_layers));
+    }
+  }
+  for (const AttentionMassRequest& m : mass) {
+    if (m.seq < 0 || m.seq >= num_seqs || m.mass == nullptr || m.first_row < 0 ||
+        m.first_row > seqs[static_cast<size_t>(m.seq)].num_queries ||
+        m.mass_stride < seqs[static_cast<size_t>(m.seq)].num_keys) {
+      return InvalidArgumentError("Forward: bad attention mass request for sequence " +
+                                  std::to_string(m.seq));
+    }
+  }
+  std::vector<kernels::PagedMassRequest> layer_mass(mass.size());
   kernels::PagedAttentionShape shape;
   shape.num_heads = c.num_heads;
   shape.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -433,7 +477,24 @@ Status LlamaModel::Forward(const ForwardBatch& batch, KvStorage* kv, ThreadPool*
         view.v_head_scales = kv->v_head_scales(l);
         view.k_token_scales = kv->k_token_scales(l);
         view.v_token_scales = kv->v_token_scales(l);
-        kernels::PagedAttention(q, view, seqs.data(), num_seqs, shape, attn, pool);
+        if (per_layer_key_begin) {
+          for (int64_t i = 0; i < num_seqs; ++i) {
+            const std::vector<int64_t>& b = batch.layer_key_begin[static_cast<size_t>(i)];
+            seqs[static_cast<size_t>(i)].key_begin = b.empty() ? 0 : b[static_cast<size_t>(l)];
+          }
+        }
+        if (mass.empty()) {
+          kernels::PagedAttention(q, view, seqs.data(), num_seqs, shape, attn, pool);
+        } else {
+          for (size_t i = 0; i < mass.size(); ++i) {
+            const AttentionMassRequest& m = mass[i];
+            layer_mass[i] = {m.seq, m.first_row, m.mass + l * c.num_kv_heads * m.mass_stride,
+                             m.mass_stride};
+          }
+          kernels::PagedAttentionWithMass(q, view, seqs.data(), num_seqs, shape,
+                                          layer_mass.data(),
+                                          static_cast<int64_t>(layer_mass.size()), attn, pool);
+        }
         // Values were stored as (v - mean) / scale and the attention weights sum to 1.
         if (const float* v_scale = kv->value_channel_scale(l)) {
           const float* v_mean = kv->value_channel_mean(l);

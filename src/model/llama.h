@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -52,6 +53,18 @@ class DenseKvCache {
   std::vector<float> v_;
 };
 
+// Token eviction's attention statistics wanted from one sequence of a paged Forward (H2O's
+// accumulated mass, SnapKV's observation-window votes). Plain value type; `mass` is the
+// caller's.
+struct AttentionMassRequest {
+  int64_t seq = 0;          // the sequence's index in the batch
+  int64_t first_row = 0;    // the first of its new tokens (0-based) whose attention is added
+  float* mass = nullptr;    // [num_layers, num_kv_heads, mass_stride], added to: layer l, KV
+                            // head h, slot t gets the softmax weights t received from those
+                            // rows, summed over rows and the head's GQA group
+  int64_t mass_stride = 0;  // >= the sequence's seq_len
+};
+
 // Owns the loaded weights (a LoadedModel) and a scratch workspace that grows to the largest
 // batch seen (so decode steps allocate nothing). Not thread-safe: one Forward at a time.
 // Two forward paths share every layer computation and differ only in where K/V go:
@@ -77,8 +90,10 @@ class LlamaModel {
   // sequence through the paged kernels. Writes batch.num_logits() rows of vocab_size logits
   // to `logits` (row-major, in logits_indices order). Errors (Status, nothing written to
   // logits) when the batch is malformed, a token id is out of range, or `kv` was made for
-  // another geometry.
-  Status Forward(const ForwardBatch& batch, KvStorage* kv, ThreadPool* pool, float* logits);
+  // another geometry. `mass`: attention statistics to add for some sequences (at most one
+  // request per sequence; kernels::PagedAttentionWithMass, outputs unchanged by them).
+  Status Forward(const ForwardBatch& batch, KvStorage* kv, ThreadPool* pool, float* logits,
+                 std::span<const AttentionMassRequest> mass = {});
 
   // StreamingLLM's positions within the cache: re-rotates the stored keys of `slots` (every
   // layer) by deltas[i] positions (RoPE angles add, so a key stored for position p becomes the
@@ -94,8 +109,13 @@ class LlamaModel {
   // [tokens.size(), vocab_size], if all_logits). Errors (Status) when `tokens` is empty, the
   // cache would overflow, the cache has another geometry, or a token id is out of range; the
   // cache is unchanged then.
+  // attention_mass (optional): the reference for the paged path's AttentionMassRequest, in
+  // double precision (ReferenceAttentionWeights): sized [num_layers, num_kv_heads,
+  // cache->max_tokens()] (zeros) when it is not, then every row of this call adds the softmax
+  // weight each key received, summed over the KV head's GQA group.
   Status Forward(const std::vector<TokenId>& tokens, DenseKvCache* cache, ThreadPool* pool,
-                 float* logits, bool all_logits = false);
+                 float* logits, bool all_logits = false,
+                 std::vector<float>* attention_mass = nullptr);
 
  private:
   struct Layer {
@@ -117,6 +137,10 @@ class LlamaModel {
   Status Init();
   void EnsureWorkspace(int64_t num_tokens);
   Status CheckTokens(const TokenId* tokens, int64_t n) const;
+  // The dense path's reference attention mass of one layer (Forward's attention_mass): rows
+  // cache.num_tokens() .. num_keys - 1 (queries q, as attention got them) over the cache's keys.
+  void AddReferenceMass(int64_t layer, const float* q, const DenseKvCache& cache,
+                        int64_t num_keys, std::vector<float>* mass) const;
   // Attention of one layer: given q [n, heads*hd] and this step's k, v [n, kv_dim] (rotated),
   // stores k, v wherever the cache keeps them and writes attn [n, heads*hd].
   // q may be modified (the paged path scales it by the keys' channel normalization).

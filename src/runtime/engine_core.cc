@@ -41,12 +41,6 @@ EngineCore::EngineCore(const EngineCoreOptions& options, LlamaModel* model, Page
 
 Status EngineCore::ValidateInput(const RequestInput& input) const {
   KV_RETURN_IF_ERROR(scheduler_->ValidateInput(input));
-  const KvEvictionMethod method = input.kv_policy.method;
-  if (method != KvEvictionMethod::kNone && method != KvEvictionMethod::kStreaming) {
-    return InvalidArgumentError(std::string("kv_policy.method: ") + KvEvictionMethodName(method) +
-                                " is not available in the engine yet (it needs the attention "
-                                "kernels' statistics); use none or streaming");
-  }
   const int64_t vocab_size = model_->config().vocab_size;
   for (TokenId t : input.prompt_ids) {
     if (t < 0 || t >= vocab_size) {
@@ -101,7 +95,14 @@ void EngineCore::compact_due_sequences(const SchedulerOutput& out) {
     const Request* r = scheduler_->request(s.id);
     if (r == nullptr || r->status() != RequestStatus::kRunning) continue;
     if (!CompactionDue(r->input().kv_policy, r->eviction_progress(), block_size)) continue;
-    KvCompaction c = CompactSequenceKv(*r, {}, kv_.get(), kv_cache_->storage.get(), model_);
+    AttentionMassTracker& tracker = runner_->attention_mass();
+    const std::vector<float> mass =
+        r->input().kv_policy.method == KvEvictionMethod::kStreaming
+            ? std::vector<float>()
+            : tracker.packed(s.id, r->num_kv_slots());
+    KvCompaction c = CompactSequenceKv(*r, mass, kv_.get(), kv_cache_->storage.get(), model_);
+    tracker.compacted(*r, c.kept, c.layout);
+    if (options_.on_compaction) options_.on_compaction(s.id, c);
     scheduler_->record_compaction(s.id, c.num_kv_slots, std::move(c.layer_key_begin),
                                   c.num_evicted_tokens);
   }

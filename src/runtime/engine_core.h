@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "kv/kv_stats.h"
 #include "model/llama.h"
 #include "runtime/kv_cache_config.h"
+#include "runtime/kv_compaction.h"
 #include "runtime/model_runner.h"
 #include "runtime/request.h"
 #include "runtime/scheduler.h"
@@ -28,6 +30,9 @@ struct EngineCoreOptions {
   // KV_CHECK the scheduler's and cache's invariants after every step (always on in debug
   // builds).
   bool check_invariants = false;
+  // Called after every token-eviction compaction (engine thread) with the request and what it
+  // kept; for tracing and tests. Unset: nothing.
+  std::function<void(SeqId, const KvCompaction&)> on_compaction;
 };
 
 // What one step() did.

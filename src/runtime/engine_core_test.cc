@@ -13,6 +13,7 @@
 
 #include "kv/kv_storage.h"
 #include "model/testing/synthetic_model.h"
+#include "runtime/testing/engine_test_util.h"
 
 namespace kvserve {
 namespace {
@@ -20,34 +21,19 @@ namespace {
 LlamaModel& Model() { return kvserve::testing::SharedSyntheticModel("tiny", 11); }
 
 PagedKvCache MakeCache(int64_t num_blocks, int64_t max_model_len, int64_t block_size = 16) {
-  PagedKvCache cache;
-  cache.spec = Model().kv_spec(DType::kF32, block_size);
-  cache.max_model_len = max_model_len;
-  cache.storage = std::move(KvStorage::Create(cache.spec, num_blocks)).value();
-  return cache;
+  return testing::MakeTestCache(Model(), num_blocks, max_model_len, DType::kF32, block_size);
 }
 
 std::unique_ptr<EngineCore> MakeCore(PagedKvCache* cache, ThreadPool* pool, int64_t budget,
                                      bool prefix_caching = true) {
-  EngineCoreOptions o;
-  o.check_invariants = true;
-  o.enable_prefix_caching = prefix_caching;
-  o.scheduler.max_model_len = cache->max_model_len;
-  o.scheduler.max_num_seqs = 4;
-  o.scheduler.max_num_batched_tokens = budget;
-  auto core = EngineCore::Create(o, &Model(), cache, pool);
-  EXPECT_TRUE(core.ok()) << core.status().ToString();
-  return std::move(core).value();
+  return testing::MakeTestCore(testing::TestCoreOptions(*cache, budget, prefix_caching), Model(),
+                               cache, pool);
 }
 
 // Runs one request to its end; returns its outputs in order.
 std::vector<RequestOutput> RunOne(EngineCore& core, SeqId id, RequestInput in) {
   EXPECT_TRUE(core.add_request(id, std::move(in)).ok());
-  std::vector<RequestOutput> outs;
-  while (core.has_unfinished()) {
-    for (RequestOutput& o : core.step().outputs) outs.push_back(std::move(o));
-  }
-  return outs;
+  return testing::RunToEnd(core);
 }
 
 std::vector<TokenId> Tokens(const std::vector<RequestOutput>& outs) {

@@ -11,6 +11,7 @@
 #include "kv/kv_storage.h"
 #include "model/testing/synthetic_model.h"
 #include "runtime/engine_core.h"
+#include "runtime/testing/engine_test_util.h"
 
 namespace kvserve {
 namespace {
@@ -18,24 +19,13 @@ namespace {
 LlamaModel& Model() { return kvserve::testing::SharedSyntheticModel("tiny", 11); }
 
 PagedKvCache MakeCache(int64_t num_blocks, int64_t max_model_len, DType dtype = DType::kF32) {
-  PagedKvCache cache;
-  cache.spec = Model().kv_spec(dtype, 4);
-  cache.max_model_len = max_model_len;
-  cache.storage = std::move(KvStorage::Create(cache.spec, num_blocks)).value();
-  return cache;
+  return testing::MakeTestCache(Model(), num_blocks, max_model_len, dtype, 4);
 }
 
 std::unique_ptr<EngineCore> MakeCore(PagedKvCache* cache, int64_t step_budget,
                                      bool prefix_caching = true) {
-  EngineCoreOptions o;
-  o.check_invariants = true;
-  o.enable_prefix_caching = prefix_caching;
-  o.scheduler.max_model_len = cache->max_model_len;
-  o.scheduler.max_num_seqs = 4;
-  o.scheduler.max_num_batched_tokens = step_budget;
-  auto core = EngineCore::Create(o, &Model(), cache, nullptr);
-  EXPECT_TRUE(core.ok()) << core.status().ToString();
-  return std::move(core).value();
+  return testing::MakeTestCore(testing::TestCoreOptions(*cache, step_budget, prefix_caching),
+                               Model(), cache, nullptr);
 }
 
 RequestInput Streaming(int64_t prompt_len, int64_t max_tokens, int64_t budget) {

@@ -5,15 +5,16 @@
 
 namespace kvserve {
 
-KvCompaction CompactSequenceKv(const Request& r,
-                                              std::span<const float> attention_mass,
-                                              KvCacheManager* kv, KvStorage* storage,
-                                              LlamaModel* model) {
+KvCompaction CompactSequenceKv(const Request& r, std::span<const float> attention_mass,
+                              KvCacheManager* kv, KvStorage* storage, LlamaModel* model) {
   const KvEvictionPolicy& policy = r.input().kv_policy;
   const ModelConfig& c = model->config();
   const KvEvictionShape shape{c.num_layers, c.num_heads, c.num_kv_heads, r.num_kv_slots()};
-  const KvKeptTokens kept = SelectKeptTokensFromMass(policy, shape, attention_mass);
-  const KvCompactionLayout layout = CompactionLayout(kept);
+  KvCompaction result;
+  result.kept = SelectKeptTokensFromMass(policy, shape, attention_mass);
+  result.layout = CompactionLayout(result.kept);
+  const KvKeptTokens& kept = result.kept;
+  const KvCompactionLayout& layout = result.layout;
   const bool streaming = policy.method == KvEvictionMethod::kStreaming;
   // Per layer and KV head, the old slots of the kept positions, then their new slots.
   std::vector<std::vector<std::vector<int64_t>>> slots(
@@ -53,7 +54,6 @@ KvCompaction CompactSequenceKv(const Request& r,
     }
   };
   kv->compact(r.id(), layout.num_slots, gather, scatter);
-  KvCompaction result;
   result.num_kv_slots = layout.num_slots;
   result.layer_key_begin = layout.layer_key_begin;
   const int64_t num_lists = c.num_layers * c.num_kv_heads;

@@ -18,6 +18,8 @@ struct KvCompaction {
   int64_t num_kv_slots = 0;              // the compacted table's tokens
   std::vector<int64_t> layer_key_begin;  // CompactionLayout's, per layer
   int64_t num_evicted_tokens = 0;        // slots before minus kept, mean over layers and heads
+  KvKeptTokens kept;                     // the old slots every (layer, KV head) kept
+  KvCompactionLayout layout;             // where they went
 };
 
 // Compacts running request `r` (CompactionDue must hold): SelectKeptTokensFromMass over its
@@ -25,9 +27,7 @@ struct KvCompaction {
 // streaming), KvCacheManager::compact, KvStorage::MoveHeadSlots per layer, and for streaming
 // LlamaModel::ShiftStoredKeys so that every kept key has its new slot as its position.
 // Always succeeds (a compaction returns more blocks than it takes). Engine thread only.
-KvCompaction CompactSequenceKv(const Request& r,
-                                              std::span<const float> attention_mass,
-                                              KvCacheManager* kv, KvStorage* storage,
-                                              LlamaModel* model);
+KvCompaction CompactSequenceKv(const Request& r, std::span<const float> attention_mass,
+                              KvCacheManager* kv, KvStorage* storage, LlamaModel* model);
 
 }  // namespace kvserve

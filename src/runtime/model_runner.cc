@@ -9,13 +9,20 @@
 namespace kvserve {
 
 ModelRunner::ModelRunner(LlamaModel* model, KvStorage* storage, ThreadPool* pool)
-    : model_(model), storage_(storage), pool_(pool) {
+    : model_(model),
+      storage_(storage),
+      pool_(pool),
+      attention_mass_(model->config().num_layers, model->config().num_kv_heads) {
   KV_CHECK(model_ != nullptr && storage_ != nullptr);
 }
 
 StatusOr<ModelOutput> ModelRunner::execute(const SchedulerOutput& out, const Scheduler& scheduler,
                                            const KvCacheManager& kv) {
-  for (SeqId id : out.finished_ids) samplers_.erase(id);
+  for (SeqId id : out.finished_ids) {
+    samplers_.erase(id);
+    attention_mass_.erase(id);
+  }
+  for (SeqId id : out.preempted_ids) attention_mass_.reset(id);  // recomputed from slot 0
   ModelOutput result;
   if (out.seqs.empty()) return result;
 
@@ -29,6 +36,7 @@ StatusOr<ModelOutput> ModelRunner::execute(const SchedulerOutput& out, const Sch
   ForwardBatch batch;
   std::vector<Rows> rows;
   rows.reserve(out.seqs.size());
+  mass_requests_.clear();
   int64_t num_rows = 0;
   for (const ScheduledSeq& s : out.seqs) {
     const Request* r = scheduler.request(s.id);
@@ -39,6 +47,10 @@ StatusOr<ModelOutput> ModelRunner::execute(const SchedulerOutput& out, const Sch
     batch.AddSequence(tokens.data() + s.num_computed_tokens, s.num_new_tokens,
                       r->num_kv_slots(), kv.block_table(s.id), false, r->position_offset());
     batch.logits_indices.pop_back();  // AddSequence wants the last row; chosen below
+    batch.layer_key_begin.back() = r->kv_layer_key_begin();
+    if (auto m = attention_mass_.prepare(*r, batch.num_seqs() - 1, s.num_new_tokens)) {
+      mass_requests_.push_back(*m);
+    }
     const int64_t first_batch_row = batch.num_tokens() - s.num_new_tokens;
     Rows rs{&s, num_rows};
     if (r->input().prompt_logits_start >= 0) {
@@ -60,7 +72,7 @@ StatusOr<ModelOutput> ModelRunner::execute(const SchedulerOutput& out, const Sch
   const int64_t vocab = model_->config().vocab_size;
   // At least one row, so that data() is valid when no sequence wants logits.
   logits_.resize(static_cast<size_t>(std::max<int64_t>(1, batch.num_logits()) * vocab));
-  KV_RETURN_IF_ERROR(model_->Forward(batch, storage_, pool_, logits_.data()));
+  KV_RETURN_IF_ERROR(model_->Forward(batch, storage_, pool_, logits_.data(), mass_requests_));
 
   for (const Rows& rs : rows) {
     const ScheduledSeq& s = *rs.seq;

@@ -14,6 +14,7 @@
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_storage.h"
 #include "model/llama.h"
+#include "runtime/attention_mass.h"
 #include "runtime/scheduler.h"
 #include "sampling/sampler.h"
 
@@ -21,7 +22,9 @@ namespace kvserve {
 
 // Owns one Sampler per live request (created the first time the request is scheduled, from
 // its SamplingParams, so its seed decides its draws; kept across preemptions, dropped when the
-// scheduler reports the request finished) and the logits buffer. Does not own the model, the
+// scheduler reports the request finished), the attention statistics token eviction scores
+// with (AttentionMassTracker: reset when the scheduler preempts the request, dropped when it
+// finishes) and the logits buffer. Does not own the model, the
 // storage or the pool, which must outlive it. Owns nothing of the scheduler. Engine thread
 // only, not thread-safe.
 class ModelRunner {
@@ -35,12 +38,16 @@ class ModelRunner {
                                 const KvCacheManager& kv);
 
   int64_t num_samplers() const { return static_cast<int64_t>(samplers_.size()); }
+  // What the steps recorded for H2O, SnapKV and PyramidKV (EngineCore compacts with it).
+  AttentionMassTracker& attention_mass() { return attention_mass_; }
 
  private:
   LlamaModel* model_;
   KvStorage* storage_;
   ThreadPool* pool_;
   std::unordered_map<SeqId, std::unique_ptr<Sampler>> samplers_;
+  AttentionMassTracker attention_mass_;
+  std::vector<AttentionMassRequest> mass_requests_;
   std::vector<float> logits_;  // [num_logits, vocab_size]
   std::vector<float> raw_row_;  // a row before sampling changed it (for logprobs)
 };

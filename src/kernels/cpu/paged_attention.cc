@@ -302,4 +302,106 @@ void AccumulateAttentionMass(const float* scores, const float* lse, int64_t num_
   }
 }
 
+// Sequences without requests, and the rows before a request's first whole tile, go in as they
+// are; a request's rows from its first tile on go in slices of whole tiles recording the
+// request's queries. Slices are gathered until the next would overflow the scratch, then the
+// gathered sequences run as one PagedAttention call and their weights are added.
+void PagedAttentionWithMass(const float* q, const PagedKv& kv, const PagedSeq* seqs,
+                            int64_t num_seqs, const PagedAttentionShape& shape,
+                            const PagedMassRequest* requests, int64_t num_requests, float* out,
+                            ThreadPool* pool, int64_t max_score_floats) {
+  CheckInputs(kv, seqs, num_seqs, shape);
+  const int64_t heads = shape.num_heads;
+  const int64_t group = heads / kv.num_kv_heads;
+  const int64_t tile = std::max<int64_t>(1, internal::paged::kTileRows / group);
+  std::vector<int64_t> request_of(static_cast<size_t>(num_seqs), -1);
+  for (int64_t i = 0; i < num_requests; ++i) {
+    const PagedMassRequest& r = requests[i];
+    KV_CHECK(r.seq >= 0 && r.seq < num_seqs && request_of[r.seq] < 0)
+        << "mass request " << i << " for sequence " << r.seq << " of " << num_seqs;
+    const PagedSeq& seq = seqs[r.seq];
+    KV_CHECK(r.query_begin >= 0 && r.query_begin <= seq.num_queries && r.mass != nullptr &&
+             r.mass_stride >= seq.num_keys)
+        << "mass request " << i << ": query_begin=" << r.query_begin
+        << " mass_stride=" << r.mass_stride << " num_keys=" << seq.num_keys;
+    request_of[r.seq] = i;
+  }
+  for (int64_t s = 0; s < num_seqs; ++s) {
+    KV_CHECK(seqs[s].stats_scores == nullptr && seqs[s].stats_lse == nullptr)
+        << "sequence " << s << " sets its own statistics";
+  }
+
+  // A recorded slice: the sub-sequence's index in `batch`, where its statistics go, its request.
+  struct Slice {
+    size_t sub = 0;
+    int64_t scores_offset = 0, lse_offset = 0;
+    const PagedMassRequest* request = nullptr;
+  };
+  thread_local std::vector<PagedSeq> batch;
+  thread_local std::vector<Slice> slices;
+  thread_local std::vector<float> scores, lse;
+  batch.clear();
+  slices.clear();
+  int64_t scores_used = 0, lse_used = 0;
+  auto flush = [&] {
+    if (batch.empty()) return;
+    if (static_cast<int64_t>(scores.size()) < scores_used) scores.resize(scores_used);
+    if (static_cast<int64_t>(lse.size()) < lse_used) lse.resize(lse_used);
+    for (const Slice& sl : slices) {
+      batch[sl.sub].stats_scores = scores.data() + sl.scores_offset;
+      batch[sl.sub].stats_lse = lse.data() + sl.lse_offset;
+    }
+    RunPaged(q, kv, batch.data(), static_cast<int64_t>(batch.size()), shape, out, pool);
+    for (const Slice& sl : slices) {
+      const PagedSeq& sub = batch[sl.sub];
+      const int64_t num_rows = sub.num_queries - sub.stats_query_begin;
+      AccumulateAttentionMass(sub.stats_scores, sub.stats_lse, num_rows, heads, kv.num_kv_heads,
+                              sub.num_keys, sub.key_begin,
+                              sub.num_keys - sub.num_queries + sub.stats_query_begin,
+                              sl.request->mass, sl.request->mass_stride);
+    }
+    batch.clear();
+    slices.clear();
+    scores_used = lse_used = 0;
+  };
+  for (int64_t s = 0; s < num_seqs; ++s) {
+    const PagedSeq& seq = seqs[s];
+    if (request_of[s] < 0) {
+      batch.push_back(seq);
+      continue;
+    }
+    const PagedMassRequest& r = requests[request_of[s]];
+    if (r.query_begin == seq.num_queries) {  // records nothing
+      batch.push_back(seq);
+      continue;
+    }
+    const int64_t first_tile = r.query_begin / tile * tile;
+    auto sub_seq = [&](int64_t begin, int64_t end) {
+      PagedSeq sub = seq;
+      sub.num_keys = seq.num_keys - seq.num_queries + end;
+      sub.num_queries = end - begin;
+      sub.query_offset = seq.query_offset + begin;
+      sub.stats_query_begin = 0;
+      return sub;
+    };
+    if (first_tile > 0) batch.push_back(sub_seq(0, first_tile));
+    const int64_t row_floats = heads * seq.num_keys;
+    const int64_t rows_per_slice =
+        std::max<int64_t>(1, max_score_floats / row_floats / tile) * tile;
+    for (int64_t begin = first_tile; begin < seq.num_queries; begin += rows_per_slice) {
+      const int64_t end = std::min(seq.num_queries, begin + rows_per_slice);
+      PagedSeq sub = sub_seq(begin, end);
+      sub.stats_query_begin = std::max<int64_t>(0, r.query_begin - begin);
+      const int64_t recorded = sub.num_queries - sub.stats_query_begin;
+      const int64_t floats = recorded * heads * sub.num_keys;
+      if (!slices.empty() && scores_used + floats > max_score_floats) flush();
+      slices.push_back({batch.size(), scores_used, lse_used, &r});
+      batch.push_back(sub);
+      scores_used += floats;
+      lse_used += recorded * heads;
+    }
+  }
+  flush();
+}
+
 }  // namespace kvserve::kernels

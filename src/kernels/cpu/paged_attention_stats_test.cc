@@ -278,6 +278,69 @@ TEST_P(PagedAttentionStatsTest, AccumulateAttentionMassMatchesDoubleSums) {
   }
 }
 
+// PagedAttentionWithMass: outputs bit-identical to PagedAttention; each request's mass equal to
+// AccumulateAttentionMass over one unsliced recording, whatever the scratch limit (down to one
+// tile per slice, forcing many slices and parallel sections), for requests starting inside a
+// tile, at a tile boundary, at the end (nothing recorded), with key_begin, next to sequences
+// without requests.
+TEST_P(PagedAttentionStatsTest, PagedAttentionWithMassEqualsOneUnslicedRecording) {
+  ThreadPool pool(3);
+  for (int64_t group : {1, 3}) {
+    Geometry geo;
+    geo.dtype = DType::kI8;
+    geo.num_kv_heads = 2;
+    geo.num_heads = 2 * group;
+    const std::vector<SeqSpec> specs = {{700, 300}, {400, 1}, {300, 300}, {900, 1}, {500, 50}};
+    const std::vector<int64_t> query_begins = {37, 0, 290, 1, 50};  // -1: no request
+    const std::vector<bool> has_request = {true, true, true, false, true};
+    Batch b = MakeBatch(geo, specs, rng_);
+    SetKeyBegin(b, 0, 100);
+    SetKeyBegin(b, 1, 256);
+    const PagedKv kv = b.pool->view();
+    const std::vector<float> plain = RunKernelOn(b, kv, &pool);
+
+    // The oracle: one recording of every requested row, accumulated once.
+    std::vector<std::vector<float>> want(specs.size());
+    {
+      const std::vector<SeqStats> stats = AttachStats(b, query_begins);
+      RunKernelOn(b, kv, nullptr);
+      for (size_t s = 0; s < specs.size(); ++s) {
+        const PagedSeq& seq = b.seqs[s];
+        want[s].assign(geo.num_kv_heads * (seq.num_keys + 3), 0.5f);
+        if (!has_request[s]) continue;
+        kernels::AccumulateAttentionMass(
+            seq.stats_scores, seq.stats_lse, seq.num_queries - query_begins[s], geo.num_heads,
+            geo.num_kv_heads, seq.num_keys, seq.key_begin,
+            seq.num_keys - seq.num_queries + query_begins[s], want[s].data(), seq.num_keys + 3);
+      }
+    }
+    const Batch plain_batch = WithoutStats(b);
+    for (int64_t max_floats : {int64_t{1}, int64_t{50000}, int64_t{1} << 23}) {
+      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        std::vector<std::vector<float>> got(specs.size());
+        std::vector<kernels::PagedMassRequest> requests;
+        for (size_t s = 0; s < specs.size(); ++s) {
+          got[s].assign(want[s].size(), 0.5f);
+          if (!has_request[s]) continue;
+          requests.push_back({static_cast<int64_t>(s), query_begins[s], got[s].data(),
+                              plain_batch.seqs[s].num_keys + 3});
+        }
+        std::vector<float> out = plain_batch.NewOutput();
+        kernels::PagedAttentionWithMass(plain_batch.q.data(), kv, plain_batch.seqs.data(),
+                                        static_cast<int64_t>(specs.size()), plain_batch.shape,
+                                        requests.data(), static_cast<int64_t>(requests.size()),
+                                        out.data(), p, max_floats);
+        const std::string what = "group " + std::to_string(group) + " max_score_floats " +
+                                 std::to_string(max_floats) + (p ? " pool" : "");
+        EXPECT_EQ(out, plain) << what << ": outputs differ";
+        for (size_t s = 0; s < specs.size(); ++s) {
+          EXPECT_EQ(got[s], want[s]) << what << " seq " << s;
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Levels, PagedAttentionStatsTest,
                          ::testing::Values(SimdLevel::kScalar, SimdLevel::kAvx2,
                                            SimdLevel::kAvx512Vnni),
