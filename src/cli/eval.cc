@@ -108,6 +108,9 @@ int RunEvalPerplexityCommand(const EvalPerplexityOptions& options) {
   }
   auto kv_config = ResolveKvCacheFlags(options.kv);
   if (!kv_config.ok()) return ReportError(kv_config.status());
+  const StatusOr<KvEvictionPolicy> policy = ResolveKvEvictionFlags(options.eviction);
+  if (!policy.ok()) return ReportError(policy.status());
+  const bool streaming = policy->method == KvEvictionMethod::kStreaming;
   auto test_dtype = ParseKvCacheDtype(kv_config->dtype, DType::kF32);
   if (!test_dtype.ok()) return ReportError(test_dtype.status());
   // The text first: a missing file fails before the model loads.
@@ -124,10 +127,13 @@ int RunEvalPerplexityCommand(const EvalPerplexityOptions& options) {
   std::unique_ptr<LlamaModel> model = std::move(loaded->model);
   std::unique_ptr<Tokenizer> tokenizer = std::move(loaded->tokenizer);
 
-  // 2. Windows: --ctx capped by the model's context and --max-model-len.
-  auto geometry = eval::ResolveWindowGeometry(options.ctx_tokens, options.batch_tokens,
-                                              model->config().max_seq_len,
-                                              kv_config->max_model_len);
+  // 2. Windows: --ctx within the model's context (any length with streaming), capped by
+  // --max-model-len.
+  const int64_t model_context = model->config().max_seq_len;
+  const int64_t requested_ctx =
+      options.ctx_tokens > 0 ? options.ctx_tokens : std::min<int64_t>(512, model_context);
+  auto geometry = eval::ResolveWindowGeometry(requested_ctx, options.batch_tokens,
+                                              model_context, kv_config->max_model_len, streaming);
   if (!geometry.ok()) return ReportError(geometry.status());
   if (!geometry->capped_note.empty()) {
     std::fprintf(stderr, "note: %s\n", geometry->capped_note.c_str());
@@ -149,7 +155,15 @@ int RunEvalPerplexityCommand(const EvalPerplexityOptions& options) {
     return ReportError(fills);
   }
 
-  // 3. KV caches: the base (f32) one first, then the one under test.
+  // 3. KV caches: the base (f32) one first, then the one under test. A StreamingLLM window
+  // past the model's context runs in a cache of the model's context (it holds its window).
+  const int64_t test_cache_ctx = streaming ? std::min(ctx, model_context) : ctx;
+  if (options.kl_divergence && ctx > model_context) {
+    return ReportError(InvalidArgumentError(
+        "--kl-divergence needs a full-cache base run, which cannot go past the model's context "
+        "(" + std::to_string(model_context) + " tokens); use --ctx " +
+        std::to_string(model_context) + " or less"));
+  }
   const int threads = options.threads > 0 ? options.threads : ThreadPool::HardwareThreads();
   ThreadPool pool(threads);
   std::optional<PagedKvCache> base_kv;
@@ -161,7 +175,8 @@ int RunEvalPerplexityCommand(const EvalPerplexityOptions& options) {
     if (!base.ok()) return ReportError(base.status().WithContext("base KV cache"));
     base_kv = std::move(base).value();
   }
-  auto test_kv = CreateWindowCache(*model, tokenizer.get(), *kv_config, ctx, batch,
+  auto test_kv = CreateWindowCache(*model, tokenizer.get(), *kv_config, test_cache_ctx,
+                                   std::min(batch, test_cache_ctx),
                                    options.kl_divergence ? "test" : "eval", &pool);
   if (!test_kv.ok()) return ReportError(test_kv.status());
 
@@ -171,6 +186,12 @@ int RunEvalPerplexityCommand(const EvalPerplexityOptions& options) {
   popts.batch_tokens = batch;
   popts.max_windows = options.max_windows;
   popts.bos_id = window_text.bos_id;
+  popts.kv_policy = *policy;
+  if (policy->method != KvEvictionMethod::kNone) {
+    std::fprintf(stderr, "KV eviction: %s (each window's first %lld tokens are its context, "
+                 "compressed before the second half is scored)\n",
+                 policy->ToString().c_str(), static_cast<long long>(ctx / 2));
+  }
   WindowProgress progress(options.kl_divergence);
   auto result = eval::RunPerplexity(
       *model, tokens, popts, &*test_kv, base_kv ? &*base_kv : nullptr, &pool,
@@ -190,6 +211,7 @@ int RunEvalPerplexityCommand(const EvalPerplexityOptions& options) {
   report.base_kv_bytes_per_token = base_kv ? base_kv->spec.bytes_per_token() : 0;
   report.threads = threads;
   report.kv_clipped_values = test_kv->storage->quant_stats().total_clipped();
+  report.kv_policy = *policy;
   if (options.format == "json") {
     std::printf("%s\n", eval::FormatPerplexityJson(report).c_str());
   } else {
@@ -217,8 +239,8 @@ void AddEvalCommand(CLI::App& app, int* exit_code) {
                   "Tokenizer file overriding the model's (tokenizer.json, llama2.c .bin, GGUF)");
   cmd->add_option("-f,--text-file", opts->text_file, "Text to evaluate on")->required();
   cmd->add_option("-c,--ctx", opts->ctx_tokens,
-                  "Tokens per window (capped by the model's context)")
-      ->capture_default_str();
+                  "Tokens per window (default: 512, or the model's context if shorter; past "
+                  "the model's context only with --kv-eviction streaming)");
   cmd->add_option("-b,--batch-size", opts->batch_tokens,
                   "Tokens per forward pass within a window (default: --ctx); smaller passes "
                   "read more of their context back from the KV cache");
@@ -232,6 +254,7 @@ void AddEvalCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
   AddKvCacheFlags(cmd, &opts->kv);
+  AddKvEvictionFlags(cmd, &opts->eviction);
   cmd->callback([opts, exit_code]() { *exit_code = RunEvalPerplexityCommand(*opts); });
 }
 

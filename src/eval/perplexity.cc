@@ -49,8 +49,10 @@ double StderrOf(const std::vector<double>& v, double mean) {
 // Runs one window as a scoring request on `core` and writes the logits of positions
 // first .. ctx-2 to `scored` ([ctx - 1 - first, vocab]). The request's blocks return when it
 // ends; on error it is aborted, so they return too.
+// *kv_tokens_attended: the sum over scored positions of the slots each attended (mean over
+// layers).
 Status RunWindow(EngineCore& core, const std::vector<TokenId>& window, int64_t first,
-                 float* scored) {
+                 const KvEvictionPolicy& policy, float* scored, double* kv_tokens_attended) {
   const int64_t V = core.model().config().vocab_size;
   const int64_t ctx = static_cast<int64_t>(window.size());
   constexpr SeqId kId = 1;
@@ -58,10 +60,22 @@ Status RunWindow(EngineCore& core, const std::vector<TokenId>& window, int64_t f
   in.prompt_ids = window;
   in.max_tokens = 0;
   in.prompt_logits_start = first;
+  in.kv_policy = policy;
   KV_RETURN_IF_ERROR(core.add_request(kId, std::move(in)));
   int64_t next_row = 0;
   bool finished = false;
   while (!finished && core.has_unfinished()) {
+    // Before the step: the chunk's first position and the slots it finds (a row at position p
+    // attends slots_before + (p - first_position) + 1 slots).
+    const Request* r = core.scheduler().request(kId);
+    const int64_t first_position = r != nullptr ? r->num_computed_tokens() : 0;
+    // Slots attended, averaged over layers (PyramidKV's layers skip their first slots).
+    double slots_before = r != nullptr ? static_cast<double>(r->num_kv_slots()) : 0.0;
+    if (r != nullptr && !r->kv_layer_key_begin().empty()) {
+      double skipped = 0.0;
+      for (int64_t b : r->kv_layer_key_begin()) skipped += static_cast<double>(b);
+      slots_before -= skipped / static_cast<double>(r->kv_layer_key_begin().size());
+    }
     EngineCoreStep step = core.step();
     for (const RequestOutput& out : step.outputs) {
       KV_CHECK_EQ(out.id, kId);
@@ -73,6 +87,9 @@ Status RunWindow(EngineCore& core, const std::vector<TokenId>& window, int64_t f
         KV_CHECK_EQ(pl.first_position, first + next_row) << "prompt logits out of order";
         std::copy(pl.rows.begin(), pl.rows.end(), scored + next_row * V);
         next_row += pl.num_rows;
+        for (int64_t p = pl.first_position; p < pl.first_position + pl.num_rows; ++p) {
+          *kv_tokens_attended += slots_before + static_cast<double>(p - first_position + 1);
+        }
       }
       finished = out.finished();
     }
@@ -187,8 +204,11 @@ StatusOr<PerplexityResult> RunPerplexity(LlamaModel& model, const std::vector<To
   if (options.batch_tokens < 0) return InvalidArgumentError("--batch-size must be >= 1");
   if (options.max_windows < 0) return InvalidArgumentError("--max-windows must be >= 0");
   if (test_kv == nullptr) return InvalidArgumentError("RunPerplexity: no KV cache");
+  if (Status s = options.kv_policy.Validate(); !s.ok()) return s;
+  const bool streaming = options.kv_policy.method == KvEvictionMethod::kStreaming;
   for (const PagedKvCache* kv : {test_kv, base_kv}) {
-    if (kv != nullptr && kv->max_model_len < ctx) {
+    // StreamingLLM's windows run past max_model_len (positions within the cache).
+    if (kv != nullptr && kv->max_model_len < ctx && !(streaming && kv == test_kv)) {
       return InvalidArgumentError("--ctx " + std::to_string(ctx) +
                                   " exceeds the KV cache's maximum model length of " +
                                   std::to_string(kv->max_model_len) + " tokens");
@@ -235,13 +255,17 @@ StatusOr<PerplexityResult> RunPerplexity(LlamaModel& model, const std::vector<To
   std::vector<TokenScore> scores;
   scores.reserve(static_cast<size_t>(num_windows * num_scored));
   PerplexityResult result;
+  double kv_tokens_attended = 0.0;
   for (int64_t w = 0; w < num_windows; ++w) {
     std::copy(tokens.begin() + w * ctx, tokens.begin() + (w + 1) * ctx, window.begin());
     if (options.bos_id != kNoToken) window[0] = options.bos_id;
     if (base_core != nullptr) {
-      KV_RETURN_IF_ERROR(RunWindow(*base_core, window, first, base_logits.data()));
+      double unused = 0.0;
+      KV_RETURN_IF_ERROR(
+          RunWindow(*base_core, window, first, KvEvictionPolicy{}, base_logits.data(), &unused));
     }
-    KV_RETURN_IF_ERROR(RunWindow(*test_core, window, first, test_logits.data()));
+    KV_RETURN_IF_ERROR(RunWindow(*test_core, window, first, options.kv_policy,
+                                 test_logits.data(), &kv_tokens_attended));
     // Rows are independent; each writes only its own score.
     const size_t base_index = scores.size();
     scores.resize(base_index + static_cast<size_t>(num_scored));
@@ -263,6 +287,7 @@ StatusOr<PerplexityResult> RunPerplexity(LlamaModel& model, const std::vector<To
     }
   }
   result = SummarizeScores(scores, base_kv != nullptr);
+  result.mean_kv_tokens_kept = kv_tokens_attended / static_cast<double>(scores.size());
   result.ctx_tokens = ctx;
   result.batch_tokens = batch;
   result.num_text_tokens = num_tokens;
@@ -285,6 +310,9 @@ std::string FormatPerplexityText(const PerplexityReport& report) {
                 static_cast<long long>(r.ctx_tokens), static_cast<long long>(r.batch_tokens),
                 static_cast<long long>(r.num_scored_tokens), report.kv_cache_dtype.c_str(),
                 static_cast<long long>(report.kv_bytes_per_token));
+  out += buf;
+  std::snprintf(buf, sizeof(buf), "KV eviction:      %s; %.1f KV tokens attended per scored "
+                "token (mean)\n", report.kv_policy.ToString().c_str(), r.mean_kv_tokens_kept);
   out += buf;
   std::snprintf(buf, sizeof(buf), "perplexity:       %.4f +/- %.4f\n", r.perplexity,
                 r.perplexity_stderr);
@@ -351,6 +379,11 @@ std::string FormatPerplexityJson(const PerplexityReport& report) {
   } else {
     for (const char* key : kld_keys) j[key] = nullptr;
   }
+  j["kv_eviction"] = KvEvictionMethodName(report.kv_policy.method);
+  j["kv_budget"] = report.kv_policy.method == KvEvictionMethod::kNone
+                       ? nlohmann::json()
+                       : nlohmann::json(report.kv_policy.budget_tokens);
+  j["mean_kv_tokens_kept"] = r.mean_kv_tokens_kept;
   j["kv_clipped_values"] = report.kv_clipped_values;
   j["threads"] = report.threads;
   j["seconds"] = r.seconds;

@@ -26,6 +26,7 @@
 
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "kv/token_eviction.h"
 #include "model/llama.h"
 #include "runtime/engine_core.h"
 #include "runtime/kv_cache_config.h"
@@ -38,6 +39,10 @@ struct PerplexityOptions {
   int64_t batch_tokens = 0;   // tokens per forward pass; 0: ctx_tokens
   int64_t max_windows = 0;    // evaluate at most this many windows; 0: all that fit
   TokenId bos_id = kNoToken;  // replaces the first token of each window; kNoToken: keep it
+  // Token eviction of the run under test (the base run keeps every token): each window's
+  // request compresses at its first scored position (the first half is its context), then
+  // the second half is computed and scored with what is kept (docs/kv-eviction.md).
+  KvEvictionPolicy kv_policy;
 };
 
 // Scores of one position: the test run's (and, with a base run, the comparison's).
@@ -83,6 +88,10 @@ struct PerplexityResult {
   double perplexity = 0.0;
   double perplexity_stderr = 0.0;  // PPL x standard error of mean_nll (delta method)
   std::optional<KldSummary> kld;   // with a base run
+  // KV tokens each scored position attended (its slots, its own included, mean over layers)
+  // in the run under test, mean over scored positions: (3 ctx - 2) / 4 or so without eviction, about the
+  // budget with streaming and h2o, budget + the tokens since the compression with snapkv.
+  double mean_kv_tokens_kept = 0.0;
   double seconds = 0.0;            // forward passes and scoring, both runs
 };
 
@@ -99,7 +108,8 @@ using PerplexityProgressFn =
 // (WindowEngineOptions), so the paged path, the scheduler's chunking into passes of
 // batch_tokens and the KV cache manager's blocks are the engine's own; every block returns
 // after each window (also on error). Each cache must hold one window (ctx_tokens tokens) with
-// max_model_len >= ctx_tokens. Errors (Status) for ctx_tokens < 3, batch_tokens < 0, a text
+// max_model_len >= ctx_tokens (StreamingLLM, whose positions stay within the cache, only needs
+// its window to fit). Errors (Status) for ctx_tokens < 3, batch_tokens < 0, a text
 // shorter than one window or with ids outside the vocabulary, and whatever the forward pass
 // reports.
 StatusOr<PerplexityResult> RunPerplexity(LlamaModel& model, const std::vector<TokenId>& tokens,
@@ -129,6 +139,7 @@ struct PerplexityReport {
   int64_t base_kv_bytes_per_token = 0;  // of the base cache (0 without one)
   int threads = 0;
   int64_t kv_clipped_values = 0;    // fp8 values of the test cache that saturated
+  KvEvictionPolicy kv_policy;       // of the run under test
 };
 
 // A readable summary (text) or one JSON object (KLD fields null without a base run).

@@ -7,7 +7,7 @@
 namespace kvserve::eval {
 
 Status ValidateWindowFlags(int64_t ctx_tokens, int64_t batch_tokens, int64_t max_windows) {
-  if (ctx_tokens < 3) {
+  if (ctx_tokens != 0 && ctx_tokens < 3) {  // 0: the default
     return InvalidArgumentError(
         "--ctx must be at least 3 (a window scores its second half), got " +
         std::to_string(ctx_tokens));
@@ -19,20 +19,24 @@ Status ValidateWindowFlags(int64_t ctx_tokens, int64_t batch_tokens, int64_t max
 
 StatusOr<WindowGeometry> ResolveWindowGeometry(int64_t ctx_tokens, int64_t batch_tokens,
                                                int64_t model_context_tokens,
-                                               int64_t max_model_len) {
+                                               int64_t max_model_len,
+                                               bool positions_within_cache) {
   WindowGeometry g;
   g.ctx_tokens = ctx_tokens;
-  int64_t limit = model_context_tokens;
-  std::string limit_what = "the model's context";
-  if (max_model_len > 0 && max_model_len < limit) {
-    limit = max_model_len;
-    limit_what = "--max-model-len";
+  if (max_model_len > 0 && max_model_len < model_context_tokens && g.ctx_tokens > max_model_len) {
+    g.capped_note = StrFormat("--ctx %lld exceeds --max-model-len (%lld tokens); using --ctx %lld",
+                              static_cast<long long>(g.ctx_tokens),
+                              static_cast<long long>(max_model_len),
+                              static_cast<long long>(max_model_len));
+    g.ctx_tokens = max_model_len;
   }
-  if (g.ctx_tokens > limit) {
-    g.capped_note = StrFormat("--ctx %lld exceeds %s (%lld tokens); using --ctx %lld",
-                              static_cast<long long>(g.ctx_tokens), limit_what.c_str(),
-                              static_cast<long long>(limit), static_cast<long long>(limit));
-    g.ctx_tokens = limit;
+  if (g.ctx_tokens > model_context_tokens && !positions_within_cache) {
+    return InvalidArgumentError(StrFormat(
+        "--ctx %lld exceeds the model's trained context (%lld tokens): positions past it were "
+        "never trained; use --ctx %lld or less, or --kv-eviction streaming (positions within "
+        "the cache, any length)",
+        static_cast<long long>(g.ctx_tokens), static_cast<long long>(model_context_tokens),
+        static_cast<long long>(model_context_tokens)));
   }
   if (g.ctx_tokens < 3) {
     return InvalidArgumentError("the context (" + std::to_string(g.ctx_tokens) +

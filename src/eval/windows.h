@@ -14,8 +14,8 @@
 
 namespace kvserve::eval {
 
-// The flags checked before the model loads (InvalidArgument naming the flag): --ctx at least 3
-// (a window scores its second half), --batch-size not negative (0: the window),
+// The flags checked before the model loads (InvalidArgument naming the flag): --ctx 0 (the
+// default, resolved once the model is known) or at least 3 (a window scores its second half), --batch-size not negative (0: the window),
 // --max-windows not negative (0: all).
 Status ValidateWindowFlags(int64_t ctx_tokens, int64_t batch_tokens, int64_t max_windows);
 
@@ -28,11 +28,15 @@ struct WindowGeometry {
   std::string capped_note;
 };
 
-// Caps `ctx_tokens` at the model's context, or at `max_model_len` when that is set (> 0) and
-// lower. A capped context under 3 tokens is InvalidArgument.
+// Caps `ctx_tokens` at `max_model_len` when that is set (> 0) and lower than the model's
+// context (a note). A `ctx_tokens` past the model's trained context is InvalidArgument (its
+// positions were never trained), unless `positions_within_cache` (StreamingLLM assigns
+// positions within its window, so any length runs). A capped context under 3 tokens is
+// InvalidArgument.
 StatusOr<WindowGeometry> ResolveWindowGeometry(int64_t ctx_tokens, int64_t batch_tokens,
                                                int64_t model_context_tokens,
-                                               int64_t max_model_len);
+                                               int64_t max_model_len,
+                                               bool positions_within_cache = false);
 
 // A text as RunPerplexity takes it: its tokens with BOS first when the vocabulary adds one,
 // and that BOS id for the start of every window (kNoToken when the vocabulary adds none).

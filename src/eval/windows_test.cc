@@ -18,19 +18,12 @@ TEST(WindowsTest, ValidateWindowFlagsNamesTheFlag) {
   EXPECT_EQ(ValidateWindowFlags(8, 4, -1).message(), "--max-windows must be >= 0");
 }
 
-TEST(WindowsTest, CtxIsCappedByTheModelContextAndMaxModelLen) {
+TEST(WindowsTest, CtxIsCappedByMaxModelLenAndRefusedPastTheModelContext) {
   auto g = ResolveWindowGeometry(128, 0, 512, 0);
   ASSERT_TRUE(g.ok());
   EXPECT_EQ(g->ctx_tokens, 128);
   EXPECT_EQ(g->batch_tokens, 128);
   EXPECT_EQ(g->capped_note, "");
-
-  g = ResolveWindowGeometry(1024, 2048, 512, 0);
-  ASSERT_TRUE(g.ok());
-  EXPECT_EQ(g->ctx_tokens, 512);
-  EXPECT_EQ(g->batch_tokens, 512);
-  EXPECT_EQ(g->capped_note,
-            "--ctx 1024 exceeds the model's context (512 tokens); using --ctx 512");
 
   g = ResolveWindowGeometry(1024, 32, 512, 100);
   ASSERT_TRUE(g.ok());
@@ -38,14 +31,19 @@ TEST(WindowsTest, CtxIsCappedByTheModelContextAndMaxModelLen) {
   EXPECT_EQ(g->batch_tokens, 32);
   EXPECT_EQ(g->capped_note, "--ctx 1024 exceeds --max-model-len (100 tokens); using --ctx 100");
 
+  // Past the trained context: refused, naming the way out.
+  g = ResolveWindowGeometry(1024, 2048, 512, 0);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("trained context (512 tokens)"), std::string::npos)
+      << g.status().message();
+  EXPECT_NE(g.status().message().find("--kv-eviction streaming"), std::string::npos);
   // A --max-model-len above the model's context does not raise the limit.
-  g = ResolveWindowGeometry(1024, 0, 512, 4096);
+  EXPECT_FALSE(ResolveWindowGeometry(1024, 0, 512, 4096).ok());
+  // StreamingLLM: any length.
+  g = ResolveWindowGeometry(2048, 0, 512, 0, true);
   ASSERT_TRUE(g.ok());
-  EXPECT_EQ(g->ctx_tokens, 512);
-
-  auto short_ctx = ResolveWindowGeometry(64, 0, 512, 2);
-  ASSERT_FALSE(short_ctx.ok());
-  EXPECT_EQ(short_ctx.status().message(), "the context (2 tokens) is too short to score a window");
+  EXPECT_EQ(g->ctx_tokens, 2048);
+  EXPECT_EQ(g->capped_note, "");
 }
 
 TEST(WindowsTest, TokenizeForWindowsAddsBosWhenTheVocabularyDoes) {

@@ -52,6 +52,7 @@ struct OpenAiServer::Generation {
     int64_t num_tokens = 0;
     int64_t num_cached_tokens = 0;
     int64_t num_kv_tokens_evicted = 0;
+    KvEvictionMethod kv_eviction = KvEvictionMethod::kNone;
     FinishReason finish = FinishReason::kNone;
     std::string error;
     bool done = false;
@@ -130,6 +131,12 @@ struct OpenAiServer::Generation {
       m.request_prompt_tokens.observe(static_cast<double>(c.num_prompt_tokens));
       m.request_generation_tokens.observe(static_cast<double>(c.num_tokens));
       m.count_finished(FinishReasonName(ev.finish_reason));
+      if (c.kv_eviction != KvEvictionMethod::kNone) {
+        // Tokens whose KV was computed: the prompt and every output token but the last.
+        const int64_t total = c.num_prompt_tokens + std::max<int64_t>(0, c.num_tokens - 1);
+        m.record_kv_eviction(KvEvictionMethodName(c.kv_eviction), c.num_kv_tokens_evicted,
+                             total);
+      }
       if (ev.first_scheduled_time != EngineClock::time_point{}) {
         m.recent_hit_rate.record(c.num_prompt_tokens, c.num_cached_tokens);
       }
@@ -342,6 +349,7 @@ StatusOr<std::shared_ptr<OpenAiServer::Generation>> OpenAiServer::submit_generat
     c.index = static_cast<int64_t>(gen->choices.size());
     c.prompt_index = in.prompt_index;
     c.num_prompt_tokens = inputs.prompt_lengths[static_cast<size_t>(in.prompt_index)];
+    c.kv_eviction = in.input.kv_policy.method;
     c.stream = std::move(stream).value();
     track(c.stream->id());
     gen->choices.push_back(std::move(c));

@@ -153,7 +153,26 @@ ServerMetrics::ServerMetrics()
       e2e_request_latency_seconds(RequestBuckets()),
       request_queue_time_seconds(RequestBuckets()),
       request_prompt_tokens(TokenBuckets()),
-      request_generation_tokens(TokenBuckets()) {}
+      request_generation_tokens(TokenBuckets()),
+      request_kv_kept_fraction({0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9,
+                                0.95, 1.0}) {}
+
+void ServerMetrics::record_kv_eviction(const std::string& method, int64_t evicted,
+                                       int64_t total) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    kv_tokens_evicted_[method] += evicted;
+  }
+  if (total > 0) {
+    request_kv_kept_fraction.observe(static_cast<double>(total - evicted) /
+                                     static_cast<double>(total));
+  }
+}
+
+std::map<std::string, int64_t> ServerMetrics::kv_tokens_evicted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return kv_tokens_evicted_;
+}
 
 void ServerMetrics::count_finished(const std::string& finished_reason) {
   std::lock_guard<std::mutex> lock(mu_);

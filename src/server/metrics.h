@@ -81,6 +81,11 @@ struct ServerMetrics {
   void count_http_error(int status);
   std::map<std::string, int64_t> finished() const;
   std::map<int, int64_t> http_errors() const;
+  // A finished request with token eviction: `evicted` of its `total` computed tokens lost
+  // their KV (observes kept / total in request_kv_kept_fraction).
+  void record_kv_eviction(const std::string& method, int64_t evicted, int64_t total);
+  // Evicted tokens per method (kv_tokens_evicted_total{method}).
+  std::map<std::string, int64_t> kv_tokens_evicted() const;
 
   Histogram time_to_first_token_seconds;
   Histogram inter_token_latency_seconds;
@@ -88,12 +93,14 @@ struct ServerMetrics {
   Histogram request_queue_time_seconds;
   Histogram request_prompt_tokens;
   Histogram request_generation_tokens;
+  Histogram request_kv_kept_fraction;  // per finished request with token eviction
   RecentHitRate recent_hit_rate{1000};
 
  private:
   mutable std::mutex mu_;
   std::map<std::string, int64_t> finished_;
   std::map<int, int64_t> http_errors_;
+  std::map<std::string, int64_t> kv_tokens_evicted_;
 };
 
 }  // namespace kvserve

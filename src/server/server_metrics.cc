@@ -113,6 +113,16 @@ std::string OpenAiServer::RenderMetrics() const {
   w.family("request_generation_tokens", "histogram", "Generated tokens per finished request.");
   metrics_.request_generation_tokens.write(&w, "request_generation_tokens");
 
+  w.family("kv_tokens_evicted_total", "counter",
+           "Tokens whose KV token eviction dropped (mean over layers and KV heads), by method.");
+  for (const auto& [method, tokens] : metrics_.kv_tokens_evicted()) {
+    w.sample("kv_tokens_evicted_total", static_cast<double>(tokens), {{"method", method}});
+  }
+  w.family("request_kv_kept_fraction", "histogram",
+           "Per finished request with token eviction: the fraction of its computed tokens whose "
+           "KV was still held at the end.");
+  metrics_.request_kv_kept_fraction.write(&w, "request_kv_kept_fraction");
+
   w.family("kv_cache_scale_info", "gauge",
            "The KV cache's dtype and where its quantization scales come from (value 1).");
   w.sample("kv_cache_scale_info", 1.0,

@@ -135,14 +135,58 @@ TEST(EvalPerplexityCliTest, TextSummaryAndBanners) {
   EXPECT_NE(r.err.find("one --ctx window (128 tokens)"), std::string::npos) << r.err;
 }
 
-TEST(EvalPerplexityCliTest, CtxIsCappedByTheModelContext) {
+// Past the trained context only StreamingLLM runs (positions within its window); the default
+// --ctx is 512 or the model's context.
+TEST(EvalPerplexityCliTest, CtxPastTheModelContextNeedsStreaming) {
+  KVSERVE_SKIP_IF_ABSENT(HasAssets(), kStories << " and " << kValidation);
+  TextSlice slice(12000);
+  Ran r = RunKv({"eval", "perplexity", "-m", kStories, "-f", slice.path(), "--ctx", "1024",
+                 "--max-windows", "1", "--format", "json", "--threads", "2"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("exceeds the model's trained context (512 tokens)"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("--kv-eviction streaming"), std::string::npos) << r.err;
+  const json j = RunEvalJson({"--ctx", "1024", "--max-windows", "1", "--kv-eviction",
+                              "streaming", "--kv-budget", "64"},
+                             slice.path());
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j["ctx"], 1024);
+  EXPECT_EQ(j["kv_eviction"], "streaming");
+  EXPECT_EQ(j["kv_budget"], 64);
+  EXPECT_LE(j["mean_kv_tokens_kept"].get<double>(), 64 + 16);
+  EXPECT_GT(j["perplexity"].get<double>(), 1.0);
+  EXPECT_LT(j["perplexity"].get<double>(), 20.0);
+  r = RunKv({"eval", "perplexity", "-m", kStories, "-f", slice.path(), "--max-windows", "1",
+             "--format", "json", "--threads", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["ctx"], 512);
+}
+
+// Every method through eval: the JSON names it and its budget; the compressed context keeps
+// the run close to the full cache (KLD small, not zero) and the KV attended near the budget.
+TEST(EvalPerplexityCliTest, KvEvictionMethodsAgainstTheFullCache) {
   KVSERVE_SKIP_IF_ABSENT(HasAssets(), kStories << " and " << kValidation);
   TextSlice slice(6000);
-  Ran r = RunKv({"eval", "perplexity", "-m", kStories, "-f", slice.path(), "--ctx", "4096",
-                 "--max-windows", "1", "--format", "json", "--threads", "2"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(json::parse(r.out)["ctx"], 512);  // stories260K's seq_len
-  EXPECT_NE(r.err.find("exceeds the model's context"), std::string::npos) << r.err;
+  const json full = RunEvalJson({"--kl-divergence"}, slice.path());
+  ASSERT_TRUE(full.is_object());
+  EXPECT_EQ(full["kv_eviction"], "none");
+  EXPECT_TRUE(full["kv_budget"].is_null());
+  for (const char* method : {"streaming", "h2o", "snapkv", "pyramidkv"}) {
+    const json j = RunEvalJson(
+        {"--kl-divergence", "--kv-eviction", method, "--kv-budget", "32"}, slice.path());
+    ASSERT_TRUE(j.is_object()) << method;
+    EXPECT_EQ(j["kv_eviction"], method);
+    EXPECT_EQ(j["kv_budget"], 32);
+    EXPECT_GT(j["mean_kld"].get<double>(), 0.0) << method << ": nothing was evicted";
+    EXPECT_LT(j["mean_kld"].get<double>(), 1.0) << method;
+    EXPECT_LT(j["mean_kv_tokens_kept"].get<double>(),
+              full["mean_kv_tokens_kept"].get<double>()) << method;
+    EXPECT_NEAR(j["base_perplexity"].get<double>(), full["perplexity"].get<double>(), 1e-9);
+  }
+  Ran r = RunKv({"eval", "perplexity", "-m", kStories, "-f", slice.path(), "--ctx", "128",
+                 "--kv-eviction", "snapkv", "--kv-budget", "2"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--kv-budget"), std::string::npos) << r.err;
 }
 
 TEST(EvalPerplexityCliTest, BadInputsAreErrorsNotCrashes) {
