@@ -55,6 +55,9 @@ void AddPlanCommand(CLI::App& app, int* exit_code) {
                   "Size the weights at this type instead of as stored: f32, f16, bf16, fp8, int8, "
                   "q8_0 (with --memory)");
   cmd->add_option("--block-size", p.block_size, "Tokens per KV block")->capture_default_str();
+  cmd->add_option("--kv-budget", p.kv_budget_tokens,
+                  "Also count requests compressed by token eviction to this many KV tokens "
+                  "(serve --kv-eviction ... --kv-budget N)");
   cmd->add_option("--format,--output-format", opts->format, "text or json")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();

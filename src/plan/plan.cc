@@ -41,7 +41,8 @@ struct Budget {
 
 StatusOr<PlanDtypeRow> MakeRow(const PlanModel& m, DType dtype, int64_t block_size,
                                int64_t context_tokens, int64_t max_model_len,
-                               int64_t avg_context_tokens, const Budget& budget) {
+                               int64_t avg_context_tokens, int64_t evicted_tokens,
+                               const Budget& budget) {
   const KvCacheSpec spec = PlanKvCacheSpec(m, dtype, block_size);
   PlanDtypeRow row;
   row.dtype = dtype;
@@ -61,6 +62,9 @@ StatusOr<PlanDtypeRow> MakeRow(const PlanModel& m, DType dtype, int64_t block_si
     if (avg_context_tokens > 0) {
       row.requests_avg_context =
           SafeDiv(row.num_blocks, spec.blocks_for_tokens(avg_context_tokens));
+    }
+    if (evicted_tokens > 0) {
+      row.requests_evicted = SafeDiv(row.num_blocks, spec.blocks_for_tokens(evicted_tokens));
     }
   }
   return row;
@@ -140,6 +144,15 @@ StatusOr<PlanResult> ComputePlan(const PlanModel& model, const PlanOptions& o) {
                                 Num(o.avg_context_tokens));
   }
   r.avg_context_tokens = o.avg_context_tokens;
+  if (o.kv_budget_tokens < 0) {
+    return InvalidArgumentError("--kv-budget must be >= 0 (0: no token eviction), got " +
+                                Num(o.kv_budget_tokens));
+  }
+  r.kv_budget_tokens = o.kv_budget_tokens;
+  if (o.kv_budget_tokens > 0) {
+    r.evicted_tokens_per_request =
+        std::min(r.context_tokens, o.kv_budget_tokens + o.block_size);
+  }
 
   // Budget.
   Budget budget;
@@ -189,12 +202,13 @@ StatusOr<PlanResult> ComputePlan(const PlanModel& model, const PlanOptions& o) {
 
   for (DType d : kTableDtypes) {
     KV_ASSIGN_OR_RETURN(PlanDtypeRow row, MakeRow(model, d, o.block_size, r.context_tokens,
-                                                  r.max_model_len, r.avg_context_tokens, budget));
+                                                  r.max_model_len, r.avg_context_tokens,
+                                                  r.evicted_tokens_per_request, budget));
     r.dtypes.push_back(row);
   }
   KV_ASSIGN_OR_RETURN(const PlanDtypeRow chosen,
                       MakeRow(model, dtype, o.block_size, r.context_tokens, r.max_model_len,
-                              r.avg_context_tokens, budget));
+                              r.avg_context_tokens, r.evicted_tokens_per_request, budget));
   r.bytes_per_token = chosen.bytes_per_token;
   r.bytes_per_block = r.spec.bytes_per_block();
   r.fixed_scale_bytes = chosen.fixed_scale_bytes;
@@ -207,6 +221,10 @@ StatusOr<PlanResult> ComputePlan(const PlanModel& model, const PlanOptions& o) {
   r.requests_paged = chosen.requests_paged;
   r.requests_contiguous = chosen.requests_contiguous;
   r.requests_avg_context = chosen.requests_avg_context;
+  r.requests_evicted = chosen.requests_evicted;
+  if (r.evicted_tokens_per_request > 0) {
+    r.evicted_blocks_per_request = r.spec.blocks_for_tokens(r.evicted_tokens_per_request);
+  }
   return r;
 }
 
@@ -279,6 +297,16 @@ std::string FormatPlanText(const PlanResult& p) {
                             Num(s.blocks_for_tokens(p.avg_context_tokens)) + " blocks each):",
                         "about " + Num(p.requests_avg_context)});
     }
+    if (p.kv_budget_tokens > 0) {
+      std::string count = Num(p.requests_evicted);
+      if (p.requests_paged > 0) {
+        count += StrFormat(" (%.1fx)", static_cast<double>(p.requests_evicted) /
+                                           static_cast<double>(p.requests_paged));
+      }
+      counts.push_back({"with token eviction to --kv-budget " + Num(p.kv_budget_tokens) + " (" +
+                            Num(p.evicted_blocks_per_request) + " blocks each):",
+                        count});
+    }
     size_t width = 0;
     for (const auto& [label, count] : counts) width = std::max(width, label.size());
     for (const auto& [label, count] : counts) {
@@ -286,6 +314,12 @@ std::string FormatPlanText(const PlanResult& p) {
     }
     if (p.requests_paged == 0) {
       line("  not even one request of " + Num(p.context_tokens) + " tokens fits");
+    }
+    if (p.kv_budget_tokens > 0) {
+      line("  (a compressed request holds at most " + Num(p.evicted_tokens_per_request) +
+           " tokens: the budget and one block of slack with streaming/h2o;");
+      line("  snapkv/pyramidkv add their output tokens, and all but streaming hold the whole");
+      line("  prompt until it is compressed)");
     }
   }
 
@@ -296,6 +330,7 @@ std::string FormatPlanText(const PlanResult& p) {
   if (p.has_budget) {
     header += StrFormat(" %10s %11s", "paged", "contiguous");
     if (p.avg_context_tokens > 0) header += StrFormat(" %12s", "paged@avg");
+    if (p.kv_budget_tokens > 0) header += StrFormat(" %10s", "evicted");
   }
   while (!header.empty() && header.back() == ' ') header.pop_back();
   line(header);
@@ -308,6 +343,9 @@ std::string FormatPlanText(const PlanResult& p) {
                      static_cast<long long>(row.requests_contiguous));
       if (p.avg_context_tokens > 0) {
         text += StrFormat(" %12lld", static_cast<long long>(row.requests_avg_context));
+      }
+      if (p.kv_budget_tokens > 0) {
+        text += StrFormat(" %10lld", static_cast<long long>(row.requests_evicted));
       }
     }
     while (!text.empty() && text.back() == ' ') text.pop_back();
@@ -357,6 +395,9 @@ std::string FormatPlanJson(const PlanResult& p) {
         {"requests_avg_context", p.has_budget && p.avg_context_tokens > 0
                                      ? ojson(row.requests_avg_context)
                                      : ojson(nullptr)},
+        {"requests_evicted", p.has_budget && p.kv_budget_tokens > 0
+                                 ? ojson(row.requests_evicted)
+                                 : ojson(nullptr)},
     });
   }
   ojson out = {
@@ -383,6 +424,11 @@ std::string FormatPlanJson(const PlanResult& p) {
       {"requests_contiguous", or_null(p.requests_contiguous)},
       {"requests_avg_context",
        p.has_budget && p.avg_context_tokens > 0 ? ojson(p.requests_avg_context) : ojson(nullptr)},
+      {"kv_budget_tokens", p.kv_budget_tokens > 0 ? ojson(p.kv_budget_tokens) : ojson(nullptr)},
+      {"evicted_tokens_per_request",
+       p.kv_budget_tokens > 0 ? ojson(p.evicted_tokens_per_request) : ojson(nullptr)},
+      {"requests_evicted",
+       p.has_budget && p.kv_budget_tokens > 0 ? ojson(p.requests_evicted) : ojson(nullptr)},
       {"dtypes", rows},
   };
   return out.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";

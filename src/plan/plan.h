@@ -28,6 +28,8 @@ struct PlanOptions {
   std::string kv_cache_memory;  // KV budget alone, instead of --memory
   std::string weights_dtype;    // "" = the model's stored weights
   int64_t block_size = 16;
+  // Token eviction (--kv-budget): the KV tokens each request keeps once compressed; 0: none.
+  int64_t kv_budget_tokens = 0;
 };
 
 // The figures for one KV dtype. Request counts are -1 without a memory budget.
@@ -40,6 +42,7 @@ struct PlanDtypeRow {
   int64_t requests_paged = -1;
   int64_t requests_contiguous = -1;
   int64_t requests_avg_context = -1;  // with --avg-context
+  int64_t requests_evicted = -1;      // with --kv-budget
 };
 
 struct PlanResult {
@@ -66,6 +69,13 @@ struct PlanResult {
   int64_t requests_paged = -1;
   int64_t requests_contiguous = -1;
   int64_t requests_avg_context = -1;
+  // With --kv-budget: the slots a compressed request holds at most, min(context, budget +
+  // block_size) (StreamingLLM and H2O compact when one block of slack fills; SnapKV and
+  // PyramidKV keep the budget plus their output tokens), its blocks, and how many fit.
+  int64_t kv_budget_tokens = 0;
+  int64_t evicted_tokens_per_request = 0;
+  int64_t evicted_blocks_per_request = 0;
+  int64_t requests_evicted = -1;
   std::vector<PlanDtypeRow> dtypes;  // f32, f16, bf16, fp8_e4m3, fp8_e5m2, int8
 };
 

@@ -260,6 +260,35 @@ TEST(PlanTest, BudgetCountsMatchBruteForce) {
   }
 }
 
+// --kv-budget: a compressed request holds min(context, budget + one block) slots; the count of
+// such requests, the ratio over plain paging, and the refusal of a negative budget.
+TEST(PlanTest, KvBudgetCountsCompressedRequests) {
+  const PlanModel m = Preset("smollm2-135m");
+  PlanOptions o = Options(4224, "bf16");
+  o.kv_cache_memory = "1GiB";
+  o.kv_budget_tokens = 512;
+  const PlanResult p = Plan(m, o);
+  EXPECT_EQ(p.evicted_tokens_per_request, 528);
+  EXPECT_EQ(p.evicted_blocks_per_request, 33);
+  EXPECT_EQ(p.requests_evicted, p.num_blocks / 33);
+  EXPECT_EQ(p.requests_paged, p.num_blocks / 264);
+  const std::string text = FormatPlanText(p);
+  EXPECT_NE(text.find("with token eviction to --kv-budget 512 (33 blocks each):"),
+            std::string::npos) << text;
+  const nlohmann::json j = nlohmann::json::parse(FormatPlanJson(p));
+  EXPECT_EQ(j["requests_evicted"], p.requests_evicted);
+  EXPECT_EQ(j["kv_budget_tokens"], 512);
+  for (const auto& row : j["dtypes"]) EXPECT_TRUE(row["requests_evicted"].is_number());
+  // A budget past the context evicts nothing: the request's own blocks.
+  o.kv_budget_tokens = 10000;
+  EXPECT_EQ(Plan(m, o).requests_evicted, p.requests_paged);
+  o.kv_budget_tokens = -1;
+  EXPECT_FALSE(ComputePlan(m, o).ok());
+  // Without --kv-budget the JSON says null.
+  o.kv_budget_tokens = 0;
+  EXPECT_TRUE(nlohmann::json::parse(FormatPlanJson(Plan(m, o)))["requests_evicted"].is_null());
+}
+
 TEST(PlanTest, Fp8ScalesComeOffTheBudgetOnce) {
   const PlanModel m = Preset("llama-3.1-8b");
   PlanOptions o = Options(16, "fp8");
