@@ -170,6 +170,7 @@ int RunPromptsFile(const GenerateOptions& options, const KvEvictionPolicy& polic
     summary["mean_tpot_ms"] = sum.mean_tpot_ms;
     summary["prefix_cache_hit_rate"] = sum.prefix_cache_hit_rate;
     summary["num_preemptions"] = sum.num_preemptions;
+    summary["max_num_running"] = sum.max_num_running;
     summary["num_steps"] = sum.num_steps;
     summary["threads"] = threads;
     std::printf("%s\n", summary.dump().c_str());
@@ -178,13 +179,15 @@ int RunPromptsFile(const GenerateOptions& options, const KvEvictionPolicy& polic
     std::fprintf(stderr,
                  "%lld requests: %lld prompt tokens, %lld output tokens in %.3f s "
                  "(%.1f output tok/s); mean TTFT %.1f ms, mean TPOT %.2f ms; prefix cache hit "
-                 "rate %.1f%%; %lld steps, %lld preemptions; %d threads\n",
+                 "rate %.1f%%; %lld steps, %lld preemptions, at most %lld running at once; "
+                 "%d threads\n",
                  static_cast<long long>(sum.num_requests),
                  static_cast<long long>(sum.total_prompt_tokens),
                  static_cast<long long>(sum.total_output_tokens), sum.elapsed_s,
                  sum.output_tokens_per_s, sum.mean_ttft_ms, sum.mean_tpot_ms,
                  100.0 * sum.prefix_cache_hit_rate, static_cast<long long>(sum.num_steps),
-                 static_cast<long long>(sum.num_preemptions), threads);
+                 static_cast<long long>(sum.num_preemptions),
+                 static_cast<long long>(sum.max_num_running), threads);
   }
   std::fflush(stdout);
   return batch->summary.num_failed > 0 ? 1 : 0;

@@ -78,6 +78,7 @@ StatusOr<BatchResult> GenerateBatch(Engine& engine, std::vector<RequestInput> in
                                   : 0.0;
   sum.num_steps = stats.num_steps;
   sum.num_preemptions = stats.num_preemptions_total;
+  sum.max_num_running = stats.max_num_running;
   return result;
 }
 

@@ -34,6 +34,7 @@ struct BatchSummary {
   int64_t num_steps = 0;
   int64_t num_preemptions = 0;
   int64_t num_failed = 0;  // ended with kError or kAbort
+  int64_t max_num_running = 0;  // the most requests running at once (EngineStats)
 };
 
 struct BatchResult {

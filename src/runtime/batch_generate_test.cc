@@ -67,6 +67,8 @@ TEST(GenerateBatchTest, GathersEveryRequestInOrder) {
   EXPECT_EQ(s.num_failed, 0);
   EXPECT_GT(s.num_steps, 0);
   EXPECT_GT(s.output_tokens_per_s, 0.0);
+  EXPECT_GE(s.max_num_running, 2);  // they ran side by side
+  EXPECT_LE(s.max_num_running, 5);
 
   inputs[3].prompt_ids.clear();  // refused: the error names it
   auto bad = GenerateBatch(**engine, inputs);

@@ -310,6 +310,8 @@ void Engine::publish_stats() {
   const KvCacheManager& kv = core_->kv_manager();
   const KvCacheManagerStats ks = kv.stats();
   s.num_running = ss.num_running;
+  max_num_running_ = std::max(max_num_running_, ss.num_running);
+  s.max_num_running = max_num_running_;
   s.num_waiting = ss.num_waiting;
   s.num_steps = ss.num_steps;
   s.num_preemptions_total = ss.num_preemptions_total;

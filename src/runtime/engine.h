@@ -56,6 +56,7 @@ struct StreamEvent {
 // Published after every step. Plain value type.
 struct EngineStats {
   int64_t num_running = 0;
+  int64_t max_num_running = 0;  // the most requests running at once after a step, so far
   int64_t num_waiting = 0;
   int64_t num_steps = 0;
   int64_t num_preemptions_total = 0;
@@ -184,6 +185,7 @@ class Engine {
   std::unordered_map<SeqId, Live> live_;
   int64_t num_prompt_tokens_total_ = 0;
   int64_t num_generated_tokens_total_ = 0;
+  int64_t max_num_running_ = 0;  // EngineStats::max_num_running
 
   std::shared_ptr<engine_internal::Inbox> inbox_;
   std::atomic<SeqId> next_id_{1};

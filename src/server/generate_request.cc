@@ -60,9 +60,11 @@ StatusOr<std::vector<std::vector<TokenId>>> TokenizePrompts(const GenerateReques
 
 // The checks that need the model: its name, stop token ids in the vocabulary, every prompt
 // non-empty and, with max_tokens, within the context.
+// check_context: the prompt and max_tokens must fit max_model_len (not for StreamingLLM).
 Status CheckAgainstModel(const GenerateRequest& request,
                          const std::vector<std::vector<TokenId>>& prompts,
-                         const EngineInputOptions& options, openai::ParamError* error) {
+                         const EngineInputOptions& options, bool check_context,
+                         openai::ParamError* error) {
   const openai::GenerationParams& params = request.params();
   if (!params.model.empty() && params.model != options.served_model_name) {
     return Fail(error,
@@ -81,7 +83,8 @@ Status CheckAgainstModel(const GenerateRequest& request,
   for (const std::vector<TokenId>& p : prompts) {
     const int64_t len = static_cast<int64_t>(p.size());
     if (len == 0) return Fail(error, "the prompt is empty", prompt_param);
-    if (len >= max_model_len || (params.max_tokens && len + *params.max_tokens > max_model_len)) {
+    if (check_context &&
+        (len >= max_model_len || (params.max_tokens && len + *params.max_tokens > max_model_len))) {
       return Fail(error,
                   "this model's maximum context length is " + std::to_string(max_model_len) +
                       " tokens; the request has " + std::to_string(len) + " prompt tokens" +
@@ -155,11 +158,13 @@ StatusOr<EngineInputs> BuildEngineInputs(const GenerateRequest& request,
   KV_CHECK(options.tokenizer != nullptr);
   auto prompts = TokenizePrompts(request, options, error);
   if (!prompts.ok()) return prompts.status();
-  KV_RETURN_IF_ERROR(CheckAgainstModel(request, *prompts, options, error));
-
   const openai::GenerationParams& params = request.params();
   StatusOr<KvEvictionPolicy> policy = ApplyKvPolicy(options.kv_policy, params, error);
   if (!policy.ok()) return policy.status();
+  // StreamingLLM positions tokens within its window: any length runs (the engine checks that
+  // the window fits the context).
+  const bool streaming = policy->method == KvEvictionMethod::kStreaming;
+  KV_RETURN_IF_ERROR(CheckAgainstModel(request, *prompts, options, !streaming, error));
   EngineInputs out;
   for (size_t p = 0; p < prompts->size(); ++p) {
     const std::vector<TokenId>& ids = (*prompts)[p];
@@ -174,8 +179,11 @@ StatusOr<EngineInputs> BuildEngineInputs(const GenerateRequest& request,
       in.sampling.seed = params.seed_given ? params.sampling.seed + static_cast<uint64_t>(j)
                                            : RandomSeed();
       // Default: completions 16 tokens (OpenAI); chat: the rest of the context (vLLM).
+      // StreamingLLM chat: max_model_len more tokens (it has no end of context).
       in.max_tokens = params.max_tokens ? *params.max_tokens
-                                        : (request.chat ? options.max_model_len - len : 16);
+                      : !request.chat   ? 16
+                      : streaming       ? options.max_model_len
+                                        : options.max_model_len - len;
       in.stop = params.stop;
       in.stop_token_ids = params.stop_token_ids;
       in.ignore_eos = params.ignore_eos;

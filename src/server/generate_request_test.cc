@@ -245,6 +245,17 @@ TEST_F(GenerateRequestTest, KvPolicyOverridesTheServerDefault) {
   inputs = Build({{"prompt", "x"}, {"kv_policy", {{"method", "none"}}}}, false);
   EXPECT_EQ(inputs.choices[0].input.kv_policy.method, KvEvictionMethod::kNone);
 
+  // StreamingLLM runs prompts and outputs past the context (positions within its window);
+  // the same request without it is refused.
+  Json long_prompt = Json::array();
+  for (int i = 0; i < 64; ++i) long_prompt.push_back(3);
+  inputs = Build({{"prompt", long_prompt}, {"max_tokens", 500},
+                  {"kv_policy", {{"method", "streaming"}, {"budget_tokens", 16}}}},
+                 false);
+  EXPECT_EQ(inputs.choices[0].input.max_tokens, 500);
+  EXPECT_EQ(BuildError({{"prompt", long_prompt}, {"kv_policy", {{"method", "h2o"}}}}, false).code,
+            "context_length_exceeded");
+
   openai::ParamError e =
       BuildError({{"prompt", "x"}, {"kv_policy", {{"budget_tokens", 0}}}}, false);
   EXPECT_EQ(e.param, "kv_policy.budget_tokens");
