@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "model/kv_calibration.h"
 #include "model/synthetic.h"
 #include "model/testing/synthetic_model.h"
 #include "runtime/engine_core.h"
@@ -278,6 +279,70 @@ TEST(EngineScoredEvictionTest, PreemptionRecomputesTheSameCompactions) {
       }
     }
   }
+}
+
+// int8 and fp8 KV (calibrated, with channel normalization) with every scored method: the
+// statistics come from the quantized keys, the compactions move quantized rows and their
+// scales, every request runs to its end and every block comes back.
+TEST(EngineScoredEvictionTest, QuantizedKvWorksWithEveryMethod) {
+  for (DType dtype : {DType::kI8, DType::kFp8E4M3}) {
+    const std::vector<TokenId> calibration_text = SyntheticTokenIds(300, 512);
+    auto calibration = CalibrateKvCache(Model(), dtype, calibration_text, nullptr, "test");
+    ASSERT_TRUE(calibration.ok()) << calibration.status().ToString();
+    for (KvEvictionMethod method :
+         {KvEvictionMethod::kH2o, KvEvictionMethod::kSnapKv, KvEvictionMethod::kPyramidKv}) {
+      const std::string what = std::string(DTypeName(dtype)) + " " + KvEvictionMethodName(method);
+      PagedKvCache cache = testing::MakeTestCache(Model(), 256, 512, dtype, kBlockSize);
+      ASSERT_TRUE(ApplyKvCalibration(*calibration, cache.storage.get()).ok()) << what;
+      int64_t num_compactions = 0;
+      EngineCoreOptions o = testing::TestCoreOptions(cache, 32);
+      o.on_compaction = [&](SeqId, const KvCompaction&) { ++num_compactions; };
+      auto core = testing::MakeTestCore(o, Model(), &cache, nullptr);
+      ASSERT_TRUE(core->add_request(1, Scored(method, 90, 30, 24)).ok());
+      std::vector<TokenId> tokens;
+      for (const RequestOutput& out : testing::RunToEnd(*core)) {
+        tokens.insert(tokens.end(), out.new_token_ids.begin(), out.new_token_ids.end());
+        EXPECT_NE(out.finish_reason, FinishReason::kError) << what << ": " << out.error;
+      }
+      EXPECT_EQ(tokens.size(), 30u) << what;
+      EXPECT_GE(num_compactions, 1) << what;
+      EXPECT_EQ(core->kv_manager().stats().blocks_in_use, 0) << what;
+    }
+  }
+}
+
+// Agents' shape: requests sharing a 2,000-token prefix, each compressed by SnapKV to 256
+// tokens, get their prefix-cache hits (up to the observation window) and the tokens they
+// would get without the cache; a request without eviction afterwards finds the whole prefix.
+TEST(EngineScoredEvictionTest, SharedPrefixStaysCachedUnderCompression) {
+  const std::vector<TokenId> prefix = SyntheticTokenIds(2000, Model().config().vocab_size);
+  auto with_question = [&](KvEvictionMethod method, int64_t q) {
+    RequestInput in = Scored(method, 40, 4, 256);
+    in.kv_policy.observation_window = 32;
+    for (TokenId& t : in.prompt_ids) t = static_cast<TokenId>((t + 13 * q) % 500 + 1);
+    in.prompt_ids.insert(in.prompt_ids.begin(), prefix.begin(), prefix.end());
+    return in;
+  };
+  RunOptions ro;
+  ro.num_blocks = 2048;
+  ro.max_model_len = 2048;
+  const EngineRun cached =
+      RunAll({with_question(KvEvictionMethod::kSnapKv, 2)}, ro,
+             {with_question(KvEvictionMethod::kSnapKv, 1)});
+  EXPECT_GE(cached.cached_prompt_tokens.at(0), 2000 - kBlockSize);
+  ASSERT_EQ(cached.kept.at(0).size(), 1u);
+  EXPECT_EQ(cached.kept.at(0).front().at(0, 0).size(), 256u);
+  RunOptions no_cache = ro;
+  no_cache.prefix_caching = false;
+  const EngineRun fresh = RunAll({with_question(KvEvictionMethod::kSnapKv, 2)}, no_cache);
+  EXPECT_EQ(cached.tokens.at(0), fresh.tokens.at(0));
+  EXPECT_EQ(cached.kept.at(0).front().positions, fresh.kept.at(0).front().positions);
+  // Two compressed requests, then one without eviction: the whole prefix is still there.
+  const EngineRun full =
+      RunAll({with_question(KvEvictionMethod::kNone, 3)}, ro,
+             {with_question(KvEvictionMethod::kSnapKv, 1),
+              with_question(KvEvictionMethod::kH2o, 2)});
+  EXPECT_EQ(full.cached_prompt_tokens.at(0), 2000);
 }
 
 }  // namespace
