@@ -263,28 +263,22 @@ void PagedAttention(const float* q, const PagedKv& kv, const PagedSeq* seqs, int
   RunPaged(q, kv, seqs, num_seqs, shape, out, pool);
 }
 
+namespace {
+
+// AccumulateAttentionMass for the query heads of KV heads [kv_begin, kv_end) only.
 // Per (row, head): the row's visible scores in blocks of kBlock keys, exponentiated into a
 // stack buffer (8 lanes at a time at SIMD levels) and added to the KV head's mass.
-void AccumulateAttentionMass(const float* scores, const float* lse, int64_t num_rows,
-                             int64_t num_heads, int64_t num_kv_heads, int64_t num_keys,
-                             int64_t key_begin, int64_t row0_last_key, float* mass,
-                             int64_t mass_stride) {
-  KV_CHECK(num_rows >= 0 && num_kv_heads > 0 && num_heads > 0 && num_heads % num_kv_heads == 0)
-      << "num_rows=" << num_rows << " num_heads=" << num_heads
-      << " num_kv_heads=" << num_kv_heads;
-  if (num_rows == 0) return;
-  KV_CHECK(key_begin >= 0 && key_begin <= row0_last_key && row0_last_key + num_rows <= num_keys)
-      << "key_begin=" << key_begin << " row0_last_key=" << row0_last_key
-      << " num_rows=" << num_rows << " num_keys=" << num_keys;
-  KV_CHECK(num_kv_heads == 1 || mass_stride >= num_keys)
-      << "mass_stride=" << mass_stride << " < num_keys=" << num_keys;
+void AccumulateKvHeads(const float* scores, const float* lse, int64_t num_rows, int64_t num_heads,
+                       int64_t num_kv_heads, int64_t num_keys, int64_t key_begin,
+                       int64_t row0_last_key, float* mass, int64_t mass_stride,
+                       int64_t kv_begin, int64_t kv_end) {
   const int64_t group = num_heads / num_kv_heads;
   const bool simd = internal::CurrentSimdLevel() != internal::SimdLevel::kScalar;
   constexpr int64_t kBlock = 256;
   float weights[kBlock];
   for (int64_t i = 0; i < num_rows; ++i) {
     const int64_t key_end = row0_last_key + i + 1;
-    for (int64_t h = 0; h < num_heads; ++h) {
+    for (int64_t h = kv_begin * group; h < kv_end * group; ++h) {
       const float* s = scores + (i * num_heads + h) * num_keys;
       const float shift = lse[i * num_heads + h];
       float* m = mass + (h / group) * mass_stride;
@@ -300,6 +294,25 @@ void AccumulateAttentionMass(const float* scores, const float* lse, int64_t num_
       }
     }
   }
+}
+
+}  // namespace
+
+void AccumulateAttentionMass(const float* scores, const float* lse, int64_t num_rows,
+                             int64_t num_heads, int64_t num_kv_heads, int64_t num_keys,
+                             int64_t key_begin, int64_t row0_last_key, float* mass,
+                             int64_t mass_stride) {
+  KV_CHECK(num_rows >= 0 && num_kv_heads > 0 && num_heads > 0 && num_heads % num_kv_heads == 0)
+      << "num_rows=" << num_rows << " num_heads=" << num_heads
+      << " num_kv_heads=" << num_kv_heads;
+  if (num_rows == 0) return;
+  KV_CHECK(key_begin >= 0 && key_begin <= row0_last_key && row0_last_key + num_rows <= num_keys)
+      << "key_begin=" << key_begin << " row0_last_key=" << row0_last_key
+      << " num_rows=" << num_rows << " num_keys=" << num_keys;
+  KV_CHECK(num_kv_heads == 1 || mass_stride >= num_keys)
+      << "mass_stride=" << mass_stride << " < num_keys=" << num_keys;
+  AccumulateKvHeads(scores, lse, num_rows, num_heads, num_kv_heads, num_keys, key_begin,
+                    row0_last_key, mass, mass_stride, 0, num_kv_heads);
 }
 
 // Sequences without requests, and the rows before a request's first whole tile, go in as they
@@ -337,9 +350,15 @@ void PagedAttentionWithMass(const float* q, const PagedKv& kv, const PagedSeq* s
     int64_t scores_offset = 0, lse_offset = 0;
     const PagedMassRequest* request = nullptr;
   };
-  thread_local std::vector<PagedSeq> batch;
-  thread_local std::vector<Slice> slices;
-  thread_local std::vector<float> scores, lse;
+  // The caller's buffers; lambdas name them through these references (a thread_local named
+  // inside them would be the running worker's own instance).
+  thread_local std::vector<PagedSeq> caller_batch;
+  thread_local std::vector<Slice> caller_slices;
+  thread_local std::vector<float> caller_scores, caller_lse;
+  std::vector<PagedSeq>& batch = caller_batch;
+  std::vector<Slice>& slices = caller_slices;
+  std::vector<float>& scores = caller_scores;
+  std::vector<float>& lse = caller_lse;
   batch.clear();
   slices.clear();
   int64_t scores_used = 0, lse_used = 0;
@@ -352,13 +371,20 @@ void PagedAttentionWithMass(const float* q, const PagedKv& kv, const PagedSeq* s
       batch[sl.sub].stats_lse = lse.data() + sl.lse_offset;
     }
     RunPaged(q, kv, batch.data(), static_cast<int64_t>(batch.size()), shape, out, pool);
-    for (const Slice& sl : slices) {
-      const PagedSeq& sub = batch[sl.sub];
-      const int64_t num_rows = sub.num_queries - sub.stats_query_begin;
-      AccumulateAttentionMass(sub.stats_scores, sub.stats_lse, num_rows, heads, kv.num_kv_heads,
-                              sub.num_keys, sub.key_begin,
-                              sub.num_keys - sub.num_queries + sub.stats_query_begin,
-                              sl.request->mass, sl.request->mass_stride);
+    // In parallel over KV heads: each mass row is one thread's, its rows added in order.
+    auto accumulate = [&](int64_t kv_begin, int64_t kv_end) {
+      for (const Slice& sl : slices) {
+        const PagedSeq& sub = batch[sl.sub];
+        AccumulateKvHeads(sub.stats_scores, sub.stats_lse, sub.num_queries - sub.stats_query_begin,
+                          heads, kv.num_kv_heads, sub.num_keys, sub.key_begin,
+                          sub.num_keys - sub.num_queries + sub.stats_query_begin,
+                          sl.request->mass, sl.request->mass_stride, kv_begin, kv_end);
+      }
+    };
+    if (pool != nullptr && pool->num_threads() > 1 && kv.num_kv_heads > 1) {
+      pool->ParallelFor(kv.num_kv_heads, 1, accumulate);
+    } else {
+      accumulate(0, kv.num_kv_heads);
     }
     batch.clear();
     slices.clear();
