@@ -11,7 +11,10 @@
 # (different offsets: no shared prefix), each generating OUTPUT_TOKENS tokens (--ignore-eos),
 # all submitted at once through `kvserve generate --prompts-file` (the engine's continuous
 # batching). Reports, per method, the most requests running at once (the engine's own count),
-# preemptions, output tokens/s and the wall time. One run each (these runs take minutes).
+# preemptions, output tokens/s over the whole run, mean time to first token and per output
+# token, and the wall time. One run each (these runs take minutes; on 2 cores the run is
+# prefill-bound, so the capacity shows in the concurrency, TTFT and TPOT more than in the
+# whole run's output rate).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BIN=$(realpath "${1:-build/kvserve}")
@@ -37,8 +40,8 @@ for i in range(int(sys.argv[2])):
 PY
 TOKENS=$("$BIN" tokenize -m "$MODEL" --text "$(head -n 1 "$WORK/prompts.txt")" 2>/dev/null | wc -w)
 echo "kv_eviction_capacity.sh: $NUM_PROMPTS prompts of about $TOKENS tokens, KV budget $KV_MEMORY" >&2
-echo "| method | KV tokens kept | most running at once | preemptions | output tok/s | wall s |"
-echo "|---|---|---|---|---|---|"
+echo "| method | KV tokens kept | most running at once | preemptions | output tok/s (whole run) | mean TTFT s | mean TPOT ms | wall s |"
+echo "|---|---|---|---|---|---|---|---|"
 for m in $METHODS; do
   flags=()
   [[ $m != none ]] && flags=(--kv-eviction "$m" --kv-budget "$BUDGET")
@@ -51,7 +54,8 @@ import json, sys
 s = json.loads(open(sys.argv[1]).read().splitlines()[-1])
 kept = "all" if sys.argv[2] == "none" else sys.argv[3]
 print(f"| {sys.argv[2]} | {kept} | {s['max_num_running']} | {s['num_preemptions']} | "
-      f"{s['output_tokens_per_s']:.1f} | {s['elapsed_s']:.0f} |")
+      f"{s['output_tokens_per_s']:.1f} | {s['mean_ttft_ms'] / 1000:.0f} | {s['mean_tpot_ms']:.0f} | "
+      f"{s['elapsed_s']:.0f} |")
 PY
 done
 grep -h "KV cache:" "$WORK/none.log" | head -2 >&2

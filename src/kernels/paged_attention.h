@@ -124,6 +124,6 @@ struct PagedMassRequest {
 void PagedAttentionWithMass(const float* q, const PagedKv& kv, const PagedSeq* seqs,
                             int64_t num_seqs, const PagedAttentionShape& shape,
                             const PagedMassRequest* requests, int64_t num_requests, float* out,
-                            ThreadPool* pool, int64_t max_score_floats = int64_t{1} << 23);
+                            ThreadPool* pool, int64_t max_score_floats = int64_t{1} << 21);
 
 }  // namespace kvserve::kernels

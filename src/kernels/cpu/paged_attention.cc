@@ -265,32 +265,29 @@ void PagedAttention(const float* q, const PagedKv& kv, const PagedSeq* seqs, int
 
 namespace {
 
-// AccumulateAttentionMass for the query heads of KV heads [kv_begin, kv_end) only.
-// Per (row, head): the row's visible scores in blocks of kBlock keys, exponentiated into a
-// stack buffer (8 lanes at a time at SIMD levels) and added to the KV head's mass.
+// AccumulateAttentionMass for the query heads of KV heads [kv_begin, kv_end) and the keys
+// [key_lo, key_hi) only (so that disjoint ranges can run in parallel, each entry's rows still
+// added in order). Per (row, head): exp(score - lse) over the row's visible keys in range,
+// added to the KV head's mass (8 lanes at a time at SIMD levels).
 void AccumulateKvHeads(const float* scores, const float* lse, int64_t num_rows, int64_t num_heads,
                        int64_t num_kv_heads, int64_t num_keys, int64_t key_begin,
                        int64_t row0_last_key, float* mass, int64_t mass_stride,
-                       int64_t kv_begin, int64_t kv_end) {
+                       int64_t kv_begin, int64_t kv_end, int64_t key_lo = 0,
+                       int64_t key_hi = INT64_MAX) {
   const int64_t group = num_heads / num_kv_heads;
   const bool simd = internal::CurrentSimdLevel() != internal::SimdLevel::kScalar;
-  constexpr int64_t kBlock = 256;
-  float weights[kBlock];
+  const int64_t t0 = std::max(key_begin, key_lo);
   for (int64_t i = 0; i < num_rows; ++i) {
-    const int64_t key_end = row0_last_key + i + 1;
+    const int64_t t1 = std::min(row0_last_key + i + 1, key_hi);
+    if (t1 <= t0) continue;
     for (int64_t h = kv_begin * group; h < kv_end * group; ++h) {
       const float* s = scores + (i * num_heads + h) * num_keys;
       const float shift = lse[i * num_heads + h];
       float* m = mass + (h / group) * mass_stride;
-      for (int64_t t0 = key_begin; t0 < key_end; t0 += kBlock) {
-        const int64_t n = std::min(kBlock, key_end - t0);
-        if (simd) {
-          std::copy(s + t0, s + t0 + n, weights);
-          internal::simd::ExpSubtractSum(weights, n, shift);
-        } else {
-          for (int64_t j = 0; j < n; ++j) weights[j] = std::exp(s[t0 + j] - shift);
-        }
-        for (int64_t j = 0; j < n; ++j) m[t0 + j] += weights[j];
+      if (simd) {
+        internal::simd::AddExpSubtract(s + t0, t1 - t0, shift, m + t0);
+      } else {
+        for (int64_t t = t0; t < t1; ++t) m[t] += std::exp(s[t] - shift);
       }
     }
   }
@@ -371,20 +368,31 @@ void PagedAttentionWithMass(const float* q, const PagedKv& kv, const PagedSeq* s
       batch[sl.sub].stats_lse = lse.data() + sl.lse_offset;
     }
     RunPaged(q, kv, batch.data(), static_cast<int64_t>(batch.size()), shape, out, pool);
-    // In parallel over KV heads: each mass row is one thread's, its rows added in order.
-    auto accumulate = [&](int64_t kv_begin, int64_t kv_end) {
-      for (const Slice& sl : slices) {
-        const PagedSeq& sub = batch[sl.sub];
-        AccumulateKvHeads(sub.stats_scores, sub.stats_lse, sub.num_queries - sub.stats_query_begin,
-                          heads, kv.num_kv_heads, sub.num_keys, sub.key_begin,
-                          sub.num_keys - sub.num_queries + sub.stats_query_begin,
-                          sl.request->mass, sl.request->mass_stride, kv_begin, kv_end);
+    // In parallel over (KV head, range of kKeyChunk keys): each mass entry is one task's,
+    // its rows added in order, so the sums do not depend on the threads.
+    constexpr int64_t kKeyChunk = 1024;
+    int64_t max_keys = 0;
+    for (const Slice& sl : slices) max_keys = std::max(max_keys, batch[sl.sub].num_keys);
+    const int64_t num_chunks = (max_keys + kKeyChunk - 1) / kKeyChunk;
+    auto accumulate = [&](int64_t task_begin, int64_t task_end) {
+      for (int64_t task = task_begin; task < task_end; ++task) {
+        const int64_t h = task / num_chunks, chunk = task % num_chunks;
+        for (const Slice& sl : slices) {
+          const PagedSeq& sub = batch[sl.sub];
+          AccumulateKvHeads(sub.stats_scores, sub.stats_lse,
+                            sub.num_queries - sub.stats_query_begin, heads, kv.num_kv_heads,
+                            sub.num_keys, sub.key_begin,
+                            sub.num_keys - sub.num_queries + sub.stats_query_begin,
+                            sl.request->mass, sl.request->mass_stride, h, h + 1,
+                            chunk * kKeyChunk, (chunk + 1) * kKeyChunk);
+        }
       }
     };
-    if (pool != nullptr && pool->num_threads() > 1 && kv.num_kv_heads > 1) {
-      pool->ParallelFor(kv.num_kv_heads, 1, accumulate);
+    const int64_t num_tasks = kv.num_kv_heads * num_chunks;
+    if (pool != nullptr && pool->num_threads() > 1 && num_tasks > 1) {
+      pool->ParallelFor(num_tasks, 1, accumulate);
     } else {
-      accumulate(0, kv.num_kv_heads);
+      accumulate(0, num_tasks);
     }
     batch.clear();
     slices.clear();

@@ -109,6 +109,16 @@ float ExpSubtractSum(float* x, int64_t n, float shift) {
   return s;
 }
 
+void AddExpSubtract(const float* x, int64_t n, float shift, float* acc) {
+  const __m256 sv = _mm256_set1_ps(shift);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = Exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), sv));
+    _mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i), e));
+  }
+  for (; i < n; ++i) acc[i] += Exp1(x[i] - shift);
+}
+
 void Scale(float* x, int64_t n, float scale) {
   const __m256 sv = _mm256_set1_ps(scale);
   int64_t i = 0;
@@ -218,6 +228,9 @@ float Max(const float* x, int64_t n) {
   float m = -INFINITY;
   for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
   return m;
+}
+void AddExpSubtract(const float* x, int64_t n, float shift, float* acc) {
+  for (int64_t i = 0; i < n; ++i) acc[i] += std::exp(x[i] - shift);
 }
 float ExpSubtractSum(float* x, int64_t n, float shift) {
   float s = 0;

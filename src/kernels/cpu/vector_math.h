@@ -17,6 +17,8 @@ void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
 float Max(const float* x, int64_t n);
 // x[i] = exp(x[i] - shift); returns the sum.
 float ExpSubtractSum(float* x, int64_t n, float shift);
+// acc[i] += exp(x[i] - shift), each exp exactly as ExpSubtractSum computes it.
+void AddExpSubtract(const float* x, int64_t n, float shift, float* acc);
 void Scale(float* x, int64_t n, float scale);
 float Dot(const float* a, const float* b, int64_t n);
 // y[i] += alpha * x[i]
