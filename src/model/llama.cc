@@ -437,13 +437,16 @@ Status LlamaModel::Forward(const ForwardBatch& batch, KvStorage* kv, ThreadPool*
                                   " layers, the model " + std::to_string(c.num_layers));
     }
   }
+  std::vector<bool> has_mass(static_cast<size_t>(num_seqs), false);
   for (const AttentionMassRequest& m : mass) {
-    if (m.seq < 0 || m.seq >= num_seqs || m.mass == nullptr || m.first_row < 0 ||
+    if (m.seq < 0 || m.seq >= num_seqs || has_mass[static_cast<size_t>(m.seq)] ||
+        m.mass == nullptr || m.first_row < 0 ||
         m.first_row > seqs[static_cast<size_t>(m.seq)].num_queries ||
         m.mass_stride < seqs[static_cast<size_t>(m.seq)].num_keys) {
       return InvalidArgumentError("Forward: bad attention mass request for sequence " +
-                                  std::to_string(m.seq));
+                                  std::to_string(m.seq) + " (out of range or repeated)");
     }
+    has_mass[static_cast<size_t>(m.seq)] = true;
   }
   std::vector<kernels::PagedMassRequest> layer_mass(mass.size());
   kernels::PagedAttentionShape shape;

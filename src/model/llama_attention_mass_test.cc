@@ -141,6 +141,18 @@ TEST(LlamaAttentionMassTest, LayerKeyBeginSkipsTheFirstSlots) {
   EXPECT_FALSE(model.Forward(bad, storage->get(), nullptr, logits.data()).ok());
   bad.layer_key_begin[0].assign(2, 0);  // wrong number of layers
   EXPECT_FALSE(model.Forward(bad, storage->get(), nullptr, logits.data()).ok());
+  // Mass requests out of range, too short or repeated are refused.
+  ForwardBatch ok;
+  ok.AddSequence(&next, 1, 40, a);
+  std::vector<float> mass(c.num_layers * c.num_kv_heads * 41);
+  const AttentionMassRequest good{0, 0, mass.data(), 41};
+  for (const std::vector<AttentionMassRequest>& reqs :
+       std::vector<std::vector<AttentionMassRequest>>{
+           {{1, 0, mass.data(), 41}}, {{0, 0, mass.data(), 40}}, {{0, 2, mass.data(), 41}},
+           {{0, 0, nullptr, 41}}, {good, good}}) {
+    EXPECT_FALSE(model.Forward(ok, storage->get(), nullptr, logits.data(), reqs).ok());
+  }
+  EXPECT_TRUE(model.Forward(ok, storage->get(), nullptr, logits.data(), {&good, 1}).ok());
 }
 
 }  // namespace
