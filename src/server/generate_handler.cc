@@ -332,6 +332,12 @@ void OpenAiServer::handle_generate(const httplib::Request& req, httplib::Respons
 StatusOr<std::shared_ptr<OpenAiServer::Generation>> OpenAiServer::submit_generation(
     const GenerateRequest& request, EngineInputs inputs) {
   const int64_t num_choices = static_cast<int64_t>(inputs.choices.size());
+  if (num_choices > max_in_flight_) {  // can never fit, however long the client waits
+    return InvalidArgumentError(
+        "the request asks for " + std::to_string(num_choices) +
+        " sequences (prompts x n), more than this server ever runs or queues at once (" +
+        std::to_string(max_in_flight_) + ": --max-num-seqs + --max-queue-len)");
+  }
   std::string why;
   if (!try_admit(num_choices, &why)) return UnavailableError(why);
   auto gen = std::make_shared<Generation>(this, num_choices);

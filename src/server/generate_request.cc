@@ -23,10 +23,30 @@ Status Fail(openai::ParamError* error, const std::string& message, const std::st
   return InvalidArgumentError(message);
 }
 
+// A text of `num_bytes` has at least ceil(num_bytes / max_bytes_per_token) tokens: past
+// max_prompt_tokens it cannot fit, and is refused without tokenizing it (a 28 MB prompt would
+// take seconds of CPU only to be refused).
+Status CheckPromptBytes(size_t num_bytes, const Tokenizer& tok, int64_t max_prompt_tokens,
+                        const char* param, openai::ParamError* error) {
+  const int64_t per_token = tok.max_bytes_per_token();
+  if (max_prompt_tokens == INT64_MAX || per_token == INT64_MAX) return OkStatus();
+  const int64_t at_least = (static_cast<int64_t>(num_bytes) + per_token - 1) / per_token;
+  if (at_least <= max_prompt_tokens) return OkStatus();
+  return Fail(error,
+              "this model's maximum context length is " + std::to_string(max_prompt_tokens + 1) +
+                  " tokens; the prompt has " + std::to_string(num_bytes) +
+                  " bytes, so at least " + std::to_string(at_least) +
+                  " tokens (this vocabulary's tokens hold at most " + std::to_string(per_token) +
+                  " bytes). Shorten the prompt",
+              param, "context_length_exceeded");
+}
+
 // The prompts of a request as token ids: the chat template's text, or each completions prompt
 // (text with a BOS, or ids used as they are but checked against the vocabulary).
+// max_prompt_tokens: CheckPromptBytes's bound (INT64_MAX: none).
 StatusOr<std::vector<std::vector<TokenId>>> TokenizePrompts(const GenerateRequest& request,
                                                             const EngineInputOptions& options,
+                                                            int64_t max_prompt_tokens,
                                                             openai::ParamError* error) {
   const Tokenizer& tok = *options.tokenizer;
   std::vector<std::vector<TokenId>> prompts;
@@ -34,7 +54,7 @@ StatusOr<std::vector<std::vector<TokenId>>> TokenizePrompts(const GenerateReques
     static const ChatRenderer kNone;
     auto ids = TokenizeChat(request.chat_request,
                             options.render_chat != nullptr ? *options.render_chat : kNone, tok,
-                            error);
+                            error, max_prompt_tokens);
     if (!ids.ok()) return ids.status();
     prompts.push_back(std::move(ids).value());
     return prompts;
@@ -42,6 +62,7 @@ StatusOr<std::vector<std::vector<TokenId>>> TokenizePrompts(const GenerateReques
   const int64_t vocab = tok.vocab_size();
   for (const openai::PromptInput& p : request.completion.prompts) {
     if (p.text.has_value()) {
+      KV_RETURN_IF_ERROR(CheckPromptBytes(p.text->size(), tok, max_prompt_tokens, "prompt", error));
       prompts.push_back(tok.Encode(*p.text, EncodeOptions{.add_bos = true, .parse_special = true}));
       continue;
     }
@@ -120,11 +141,13 @@ StatusOr<GenerateRequest> ParseGenerateRequest(const std::string& body, bool cha
 
 StatusOr<std::vector<TokenId>> TokenizeChat(const openai::ChatRequest& request,
                                             const ChatRenderer& render_chat,
-                                            const Tokenizer& tokenizer,
-                                            openai::ParamError* error) {
+                                            const Tokenizer& tokenizer, openai::ParamError* error,
+                                            int64_t max_prompt_tokens) {
   if (!render_chat) return Fail(error, "this server has no chat template");
   auto text = render_chat(request);
   if (!text.ok()) return Fail(error, "chat template: " + text.status().message(), "messages");
+  KV_RETURN_IF_ERROR(
+      CheckPromptBytes(text->size(), tokenizer, max_prompt_tokens, "messages", error));
   return tokenizer.Encode(*text, EncodeOptions{.add_bos = false, .parse_special = true});
 }
 
@@ -156,14 +179,15 @@ StatusOr<EngineInputs> BuildEngineInputs(const GenerateRequest& request,
                                          const EngineInputOptions& options,
                                          openai::ParamError* error) {
   KV_CHECK(options.tokenizer != nullptr);
-  auto prompts = TokenizePrompts(request, options, error);
-  if (!prompts.ok()) return prompts.status();
   const openai::GenerationParams& params = request.params();
   StatusOr<KvEvictionPolicy> policy = ApplyKvPolicy(options.kv_policy, params, error);
   if (!policy.ok()) return policy.status();
   // StreamingLLM positions tokens within its window: any length runs (the engine checks that
   // the window fits the context).
   const bool streaming = policy->method == KvEvictionMethod::kStreaming;
+  auto prompts = TokenizePrompts(request, options,
+                                 streaming ? INT64_MAX : options.max_model_len - 1, error);
+  if (!prompts.ok()) return prompts.status();
   KV_RETURN_IF_ERROR(CheckAgainstModel(request, *prompts, options, !streaming, error));
   EngineInputs out;
   for (size_t p = 0; p < prompts->size(); ++p) {

@@ -45,10 +45,12 @@ StatusOr<GenerateRequest> ParseGenerateRequest(const std::string& body, bool cha
 
 // A chat request's prompt: rendered with `render_chat` (empty: the server has no template),
 // tokenized with special tokens recognised and without an extra BOS (the template writes it).
-// Shared by generation and /tokenize.
+// Shared by generation and /tokenize. A rendered text whose byte length alone proves it has
+// more than max_prompt_tokens tokens (CheckPromptBytes) is refused before tokenizing.
 StatusOr<std::vector<TokenId>> TokenizeChat(const openai::ChatRequest& request,
                                             const ChatRenderer& render_chat,
-                                            const Tokenizer& tokenizer, openai::ParamError* error);
+                                            const Tokenizer& tokenizer, openai::ParamError* error,
+                                            int64_t max_prompt_tokens = INT64_MAX);
 
 // What BuildEngineInputs needs from the server. Borrowed: must outlive the call.
 struct EngineInputOptions {

@@ -91,6 +91,12 @@ TEST_F(GenerateRequestTest, ParseErrorsNameTheParam) {
       {false, R"({"prompt": "x", "n": 0})", "n"},
       {true, R"({"messages": []})", "messages"},
       {true, R"({"messages": [{"content": "x"}]})", "messages[0].role"},
+      // content null or absent: only an assistant message with tool calls may do that.
+      {true, R"({"messages": [{"role": "user", "content": null}]})", "messages[0].content"},
+      {true, R"({"messages": [{"role": "system", "content": null},
+                              {"role": "user", "content": "x"}]})", "messages[0].content"},
+      {true, R"({"messages": [{"role": "user", "content": "x"},
+                              {"role": "assistant"}]})", "messages[1].content"},
   };
   for (const Case& c : cases) {
     openai::ParamError err;
@@ -101,6 +107,12 @@ TEST_F(GenerateRequestTest, ParseErrorsNameTheParam) {
     EXPECT_EQ(err.param, c.param) << c.body;
   }
   openai::ParamError err;
+  EXPECT_TRUE(ParseGenerateRequest(
+                  R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant",
+                      "content": null, "tool_calls": [{"id": "1", "type": "function",
+                      "function": {"name": "f", "arguments": "{}"}}]}]})",
+                  true, &err)
+                  .ok());
   auto bad = ParseGenerateRequest("{not json", false, &err);
   EXPECT_EQ(bad.status().message(), "the request body is not valid JSON");
 }
@@ -189,6 +201,23 @@ TEST_F(GenerateRequestTest, BuildErrorsNameTheParamAndCode) {
   for (int i = 0; i < 64; ++i) long_prompt.push_back(3);
   e = BuildError({{"prompt", long_prompt}}, false);
   EXPECT_EQ(e.code, "context_length_exceeded");
+
+  // A prompt whose bytes alone cannot fit is refused before it is tokenized, in completions
+  // and chat; StreamingLLM takes it (its positions stay within its window).
+  const int64_t per_token = GetTokenizer().max_bytes_per_token();
+  ASSERT_GE(per_token, 4);
+  const std::string huge(static_cast<size_t>(per_token * 64), 'a');
+  e = BuildError({{"prompt", huge}}, false);
+  EXPECT_EQ(e.code, "context_length_exceeded");
+  EXPECT_NE(e.message.find("bytes, so at least 64 tokens"), std::string::npos) << e.message;
+  e = BuildError({{"messages", {{{"role", "user"}, {"content", huge}}}}}, true);
+  EXPECT_EQ(e.param, "messages");
+  EXPECT_NE(e.message.find("bytes, so at least"), std::string::npos) << e.message;
+  EXPECT_EQ(Build({{"prompt", huge}, {"max_tokens", 1},
+                   {"kv_policy", {{"method", "streaming"}, {"budget_tokens", 16}}}},
+                  false)
+                .choices.size(),
+            1u);
 
   const Json chat = {{"messages", {{{"role", "user"}, {"content", "refuse"}}}}};
   e = BuildError(chat, true);

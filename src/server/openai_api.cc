@@ -315,8 +315,14 @@ StatusOr<ChatRequest> ParseChatRequest(const Json& body, ParamError* error) {
       } else if (!c.is_string() && !c.is_null()) {
         return r.fail(where + ".content", where + ".content must be a string or an array of parts");
       }
-    } else if (role != "assistant") {
-      return r.fail(where + ".content", where + ".content is required");
+    }
+    // As OpenAI: content may be absent or null only in an assistant message with tool calls.
+    const bool calls_tools = role == "assistant" && (m.contains("tool_calls") ||
+                                                     m.contains("function_call"));
+    if ((!m.contains("content") || m["content"].is_null()) && !calls_tools) {
+      return r.fail(where + ".content",
+                    where + ".content is required (a string or an array of text parts; only an "
+                            "assistant message with tool_calls may leave it out or null)");
     }
     // Tool-call arguments arrive as JSON strings; templates (as transformers passes them)
     // expect objects. Parse them as vLLM does; a string that is not a JSON object stays.

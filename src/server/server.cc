@@ -5,7 +5,9 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <string_view>
 #include <utility>
 
 #include "base/check.h"
@@ -163,8 +165,16 @@ void OpenAiServer::reply_status(httplib::Response& res, const Status& status,
 bool OpenAiServer::authorized(const httplib::Request& req, httplib::Response& res) {
   if (options_.api_key.empty()) return true;
   const std::string auth = req.get_header_value("Authorization");
-  const std::string expected = "Bearer " + options_.api_key;
-  if (auth == expected) return true;
+  // "Bearer" is case-insensitive (RFC 7235 auth-scheme); the key is compared exactly.
+  constexpr std::string_view kScheme = "bearer ";
+  const bool bearer =
+      auth.size() >= kScheme.size() &&
+      std::equal(kScheme.begin(), kScheme.end(), auth.begin(), [](char a, char b) {
+        return a == std::tolower(static_cast<unsigned char>(b));
+      });
+  if (bearer && auth.compare(kScheme.size(), std::string::npos, options_.api_key) == 0) {
+    return true;
+  }
   reply_error(res, 401,
               auth.empty() ? "missing API key: send 'Authorization: Bearer <key>'"
                            : "invalid API key");

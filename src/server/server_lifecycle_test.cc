@@ -19,6 +19,17 @@ TEST_F(ServerTest, ApiKeyIsRequiredOnApiRoutesOnly) {
   auto right = Post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 1}},
                     {{"Authorization", "Bearer sk-test"}});
   EXPECT_EQ(right->status, 200);
+  // The scheme is case-insensitive (RFC 7235); the key is not.
+  for (const char* auth : {"bearer sk-test", "BEARER sk-test"}) {
+    auto r = Post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 1}},
+                  {{"Authorization", auth}});
+    EXPECT_EQ(r->status, 200) << auth;
+  }
+  for (const char* auth : {"Bearer SK-TEST", "Bearer sk-tes", "Basic sk-test", "Bearer"}) {
+    auto r = Post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 1}},
+                  {{"Authorization", auth}});
+    EXPECT_EQ(r->status, 401) << auth;
+  }
   EXPECT_EQ(client_->Get("/v1/models")->status, 401);
   EXPECT_EQ(client_->Get("/health")->status, 200);
   EXPECT_EQ(client_->Get("/metrics")->status, 200);
@@ -78,6 +89,12 @@ TEST_F(ServerTest, FullQueueGets503) {
   c.max_num_seqs = 1;
   c.max_queue_len = 1;
   Start(c);
+  // n = 3 can never fit (1 running + 1 queued): a 400 saying why, not "retry later".
+  auto never = Post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 1}, {"n", 3}});
+  ASSERT_TRUE(never);
+  EXPECT_EQ(never->status, 400) << never->body;
+  EXPECT_NE(never->body.find("--max-num-seqs + --max-queue-len"), std::string::npos)
+      << never->body;
   // Two long streams fill the running slot and the queue.
   std::atomic<bool> hang_up{false};
   auto long_stream = [&] {

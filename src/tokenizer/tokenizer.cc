@@ -103,6 +103,14 @@ std::vector<TextFragment> SplitSpecialTokens(std::string_view text, const VocabS
   return fragments;
 }
 
+Tokenizer::Tokenizer(VocabSpec spec) : spec_(std::move(spec)) {
+  max_bytes_per_token_ = 4;
+  for (const std::string& t : spec_.tokens) {
+    max_bytes_per_token_ = std::max<int64_t>(max_bytes_per_token_, static_cast<int64_t>(t.size()));
+  }
+  if (spec_.model == VocabSpec::Model::kWpm) max_bytes_per_token_ = INT64_MAX;
+}
+
 VocabTokenizer::VocabTokenizer(VocabSpec spec)
     : Tokenizer(std::move(spec)), token_index_(BuildTokenIndex(spec_.tokens)) {
   for (size_t i = 0; i < spec_.tokens.size(); ++i) {

@@ -38,10 +38,19 @@ class Tokenizer {
   TokenId eos_id() const { return spec_.eos_id; }
   // EOS or any other end-of-generation token.
   bool IsEndOfGeneration(TokenId id) const;
+  // The most text bytes one token can stand for: the longest stored token text (stored forms
+  // are never shorter than the bytes they encode), at least 4 (one UTF-8 character mapped to
+  // an unknown token). So Encode(text) has at least ceil(text.size() / this) tokens, which
+  // refuses an oversized prompt before tokenizing it. INT64_MAX for WordPiece, whose unknown
+  // token can stand for a word of any length.
+  int64_t max_bytes_per_token() const { return max_bytes_per_token_; }
 
  protected:
-  explicit Tokenizer(VocabSpec spec) : spec_(std::move(spec)) {}
+  explicit Tokenizer(VocabSpec spec);
   VocabSpec spec_;
+
+ private:
+  int64_t max_bytes_per_token_ = 0;
 };
 
 // Turns a stream of token ids into text pieces that are always valid UTF-8: bytes of an
