@@ -15,11 +15,8 @@ THREADS=${THREADS:-2}
 RUNS=${RUNS:-3}
 PROMPT_BYTES=${PROMPT_BYTES:-14200}
 OUTPUT_TOKENS=${OUTPUT_TOKENS:-128}
-MODEL=build/bench-models/smollm2-135m-q8_0.gguf
-mkdir -p build/bench-models
-if [[ ! -s "$MODEL" ]]; then
-  "$BIN" mkmodel --preset smollm2-135m --dtype q8_0 --seed 0 -o "$MODEL.tmp" && mv "$MODEL.tmp" "$MODEL"
-fi
+source bench/smollm2_model.sh
+MODEL=$(smollm2_q8_model "$BIN")
 WORK=$(mktemp -d -t kvserve-h2o.XXXXXX)
 python3 - "$ASSETS/text/tinystories_validation_head.txt" "$PROMPT_BYTES" >"$WORK/prompt.txt" <<'PY'
 import sys

@@ -25,11 +25,8 @@ KV_MEMORY=${KV_MEMORY:-400MB}
 BUDGET=${BUDGET:-512}
 OUTPUT_TOKENS=${OUTPUT_TOKENS:-128}
 METHODS=${METHODS:-"none streaming snapkv"}
-MODEL=build/bench-models/smollm2-135m-q8_0.gguf
-mkdir -p build/bench-models
-if [[ ! -s "$MODEL" ]]; then
-  "$BIN" mkmodel --preset smollm2-135m --dtype q8_0 --seed 0 -o "$MODEL.tmp" && mv "$MODEL.tmp" "$MODEL"
-fi
+source bench/smollm2_model.sh
+MODEL=$(smollm2_q8_model "$BIN")
 WORK=$(mktemp -d -t kvserve-capacity.XXXXXX)
 # About 4,096 tokens each: the synthetic vocabulary takes ~1.83 bytes per token of this text.
 python3 - "$ASSETS/text/tinystories_validation_head.txt" "$NUM_PROMPTS" >"$WORK/prompts.txt" <<'PY'

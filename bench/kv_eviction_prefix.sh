@@ -12,11 +12,8 @@ BIN=$(realpath "${1:-build/kvserve}")
 ASSETS=${2:-../shared/assets}
 PORT=${PORT:-18123}
 THREADS=${THREADS:-2}
-MODEL=build/bench-models/smollm2-135m-q8_0.gguf
-mkdir -p build/bench-models
-if [[ ! -s "$MODEL" ]]; then
-  "$BIN" mkmodel --preset smollm2-135m --dtype q8_0 --seed 0 -o "$MODEL.tmp" && mv "$MODEL.tmp" "$MODEL"
-fi
+source bench/smollm2_model.sh
+MODEL=$(smollm2_q8_model "$BIN")
 "$BIN" serve -m "$MODEL" --port "$PORT" --threads "$THREADS" --kv-cache-memory 500MB \
   >/dev/null 2>&1 &
 SERVER=$!

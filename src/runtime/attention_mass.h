@@ -25,8 +25,8 @@ namespace kvserve {
 //        more than the budget; dropped after the compaction;
 //   none, streaming: nothing.
 // Invariant: a request's buffer describes exactly its slots 0 .. num_kv_slots() - 1 as the
-// engine computed them since it was last (re)started; the engine calls reset() on preemption
-// and erase() when it finishes. Engine thread only, not thread-safe.
+// engine computed them since it was last (re)started; the engine calls erase() on preemption
+// and when the request finishes. Engine thread only, not thread-safe.
 class AttentionMassTracker {
  public:
   AttentionMassTracker(int64_t num_layers, int64_t num_kv_heads);
@@ -42,7 +42,7 @@ class AttentionMassTracker {
   // After request r's compaction kept `kept` (positions = its old slots) at `layout`'s slots:
   // h2o moves each kept slot's mass to its new slot and clears the rest; the others drop theirs.
   void compacted(const Request& r, const KvKeptTokens& kept, const KvCompactionLayout& layout);
-  void reset(SeqId id) { erase(id); }
+  // Drops a request's statistics: it finished, or was preempted (recomputed from slot 0).
   void erase(SeqId id) { mass_.erase(id); }
 
   int64_t num_tracked() const { return static_cast<int64_t>(mass_.size()); }

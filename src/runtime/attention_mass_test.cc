@@ -75,7 +75,7 @@ TEST(AttentionMassTrackerTest, GrowsKeepingWhatWasRecordedAndResetsOnPreemption)
     EXPECT_EQ(packed[i * 240 + 40], 0.5f) << i;
   }
   // Preempted: recomputed from slot 0, the old sums must not count twice.
-  tracker.reset(r->id());
+  tracker.erase(r->id());
   for (float x : tracker.packed(r->id(), 240)) ASSERT_EQ(x, 0.0f);
   EXPECT_EQ(tracker.num_tracked(), 0);
 }

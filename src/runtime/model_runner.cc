@@ -22,7 +22,7 @@ StatusOr<ModelOutput> ModelRunner::execute(const SchedulerOutput& out, const Sch
     samplers_.erase(id);
     attention_mass_.erase(id);
   }
-  for (SeqId id : out.preempted_ids) attention_mass_.reset(id);  // recomputed from slot 0
+  for (SeqId id : out.preempted_ids) attention_mass_.erase(id);  // recomputed from slot 0
   ModelOutput result;
   if (out.seqs.empty()) return result;
 
