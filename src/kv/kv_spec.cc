@@ -33,8 +33,25 @@ Status KvCacheSpec::Validate() const {
     }
   } else if (latent_dim <= 0 || rope_dim < 0) {
     return InvalidArgumentError("MLA KV cache: latent_dim must be positive, rope_dim >= 0");
+  } else if (num_kv_heads != 1 || head_dim != latent_dim + rope_dim) {
+    return InvalidArgumentError("MLA KV cache: one KV head of latent_dim + rope_dim values "
+                                "(KvCacheSpec::MlaLatent)");
   }
   return OkStatus();
+}
+
+KvCacheSpec KvCacheSpec::MlaLatent(int64_t num_layers, int64_t latent_dim, int64_t rope_dim,
+                                   DType dtype, int64_t block_size) {
+  KvCacheSpec spec;
+  spec.layout = KvLayout::kMlaLatent;
+  spec.num_layers = num_layers;
+  spec.latent_dim = latent_dim;
+  spec.rope_dim = rope_dim;
+  spec.num_kv_heads = 1;
+  spec.head_dim = latent_dim + rope_dim;
+  spec.dtype = dtype;
+  spec.block_size = block_size;
+  return spec;
 }
 
 int64_t KvCacheSpec::values_per_token_per_layer() const {

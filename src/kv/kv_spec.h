@@ -25,12 +25,18 @@ enum class KvLayout {
 struct KvCacheSpec {
   KvLayout layout = KvLayout::kSeparateKv;
   int64_t num_layers = 0;
-  int64_t num_kv_heads = 0;  // kSeparateKv
-  int64_t head_dim = 0;      // kSeparateKv
+  // kSeparateKv: KV heads and their width. kMlaLatent: the rows as the kernels see them, one
+  // KV head of latent_dim + rope_dim values (MlaLatent() fills both).
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
   int64_t latent_dim = 0;    // kMlaLatent: kv_lora_rank
   int64_t rope_dim = 0;      // kMlaLatent: qk_rope_head_dim
   DType dtype = DType::kF32;  // f32, f16, bf16, fp8_e4m3, fp8_e5m2 or int8 (kI8)
   int64_t block_size = 16;    // tokens per block
+
+  // An MLA latent cache of `num_layers` layers.
+  static KvCacheSpec MlaLatent(int64_t num_layers, int64_t latent_dim, int64_t rope_dim,
+                               DType dtype, int64_t block_size);
 
   // Ok if every field is in range and dtype is a KV dtype.
   Status Validate() const;

@@ -22,13 +22,7 @@ KvCacheSpec Llama70B(DType dtype) {
 
 // DeepSeek-V2-Lite: 27 layers, kv_lora_rank 512, qk_rope_head_dim 64.
 KvCacheSpec DeepSeekV2Lite(DType dtype) {
-  KvCacheSpec s;
-  s.layout = KvLayout::kMlaLatent;
-  s.num_layers = 27;
-  s.latent_dim = 512;
-  s.rope_dim = 64;
-  s.dtype = dtype;
-  return s;
+  return KvCacheSpec::MlaLatent(27, 512, 64, dtype, 16);
 }
 
 TEST(KvCacheSpecTest, F16IsTwoTimesLayersKvHeadsHeadDimTimesTwoBytes) {
@@ -145,9 +139,11 @@ TEST(KvCacheSpecTest, ValidateRejectsBadGeometry) {
   s = DeepSeekV2Lite(DType::kBF16);
   s.rope_dim = -1;
   EXPECT_FALSE(s.Validate().ok());
-  s = DeepSeekV2Lite(DType::kBF16);
-  s.rope_dim = 0;  // a latent without a decoupled RoPE key is allowed
+  s = KvCacheSpec::MlaLatent(27, 512, 0, DType::kBF16, 16);  // no decoupled RoPE key: allowed
   EXPECT_TRUE(s.Validate().ok());
+  s = DeepSeekV2Lite(DType::kBF16);
+  s.head_dim = 512;  // the kernels' row must be the latent plus the RoPE key
+  EXPECT_FALSE(s.Validate().ok());
 }
 
 TEST(KvCacheSpecTest, ToStringNamesGeometryDtypeAndBlocks) {

@@ -39,10 +39,10 @@ void KvStorage::CommitMemory(int64_t num_blocks) {
       spec_.dtype == DType::kI8 ? static_cast<size_t>(slots * spec_.num_kv_heads * 4) : 0;
   for (Layer& layer : layers_) {
     std::memset(layer.k.get(), 0, page_bytes);
-    std::memset(layer.v.get(), 0, page_bytes);
+    if (has_v()) std::memset(layer.v.get(), 0, page_bytes);
     if (scale_bytes > 0) {
       std::memset(layer.k_scales.get(), 0, scale_bytes);
-      std::memset(layer.v_scales.get(), 0, scale_bytes);
+      if (has_v()) std::memset(layer.v_scales.get(), 0, scale_bytes);
     }
   }
 }
@@ -56,9 +56,6 @@ bool IsFp8(DType d) { return d == DType::kFp8E4M3 || d == DType::kFp8E5M2; }
 StatusOr<std::unique_ptr<KvStorage>> KvStorage::Create(const KvCacheSpec& spec,
                                                        int64_t num_blocks) {
   KV_RETURN_IF_ERROR(spec.Validate());
-  if (spec.layout != KvLayout::kSeparateKv) {
-    return UnimplementedError("KV storage for MLA latent caches is not implemented yet");
-  }
   if (num_blocks <= 0) return InvalidArgumentError("KV storage needs at least one block");
   const double want_bytes = static_cast<double>(num_blocks) *
                            static_cast<double>(spec.bytes_per_block());
@@ -71,23 +68,24 @@ StatusOr<std::unique_ptr<KvStorage>> KvStorage::Create(const KvCacheSpec& spec,
   const int64_t slots = num_blocks * spec.block_size;
   const int64_t page_bytes = slots * kv_dim * spec.value_bytes();
   const int64_t scale_bytes = spec.dtype == DType::kI8 ? slots * spec.num_kv_heads * 4 : 0;
+  const int64_t planes = s->has_v() ? 2 : 1;  // MLA: the latent rows only
   s->layers_.resize(static_cast<size_t>(spec.num_layers));
   for (Layer& layer : s->layers_) {
     layer.k.reset(static_cast<uint8_t*>(AllocateLargeBuffer(page_bytes)));
-    layer.v.reset(static_cast<uint8_t*>(AllocateLargeBuffer(page_bytes)));
-    bool ok = layer.k && layer.v;
+    if (planes == 2) layer.v.reset(static_cast<uint8_t*>(AllocateLargeBuffer(page_bytes)));
+    bool ok = layer.k && (planes == 1 || layer.v);
     if (scale_bytes > 0) {
       layer.k_scales.reset(static_cast<float*>(AllocateLargeBuffer(scale_bytes)));
-      layer.v_scales.reset(static_cast<float*>(AllocateLargeBuffer(scale_bytes)));
-      ok = ok && layer.k_scales && layer.v_scales;
+      if (planes == 2) layer.v_scales.reset(static_cast<float*>(AllocateLargeBuffer(scale_bytes)));
+      ok = ok && layer.k_scales && (planes == 1 || layer.v_scales);
     }
     if (!ok) {
       return ResourceExhaustedError("could not allocate " +
                                     FormatBytesDecimalAndBinary(static_cast<double>(
-                                        spec.num_layers * 2 * (page_bytes + scale_bytes))) +
+                                        spec.num_layers * planes * (page_bytes + scale_bytes))) +
                                     " of KV cache");
     }
-    s->total_bytes_ += 2 * (page_bytes + scale_bytes);
+    s->total_bytes_ += planes * (page_bytes + scale_bytes);
   }
   s->total_bytes_ += spec.fixed_scale_bytes();
   s->quant_stats_.clipped_k.assign(static_cast<size_t>(spec.num_layers), 0);
@@ -127,6 +125,7 @@ const float* KvStorage::k_head_scales(int64_t layer) const {
   return scales_.k.empty() ? nullptr : scales_.k.data() + layer * spec_.num_kv_heads;
 }
 const float* KvStorage::v_head_scales(int64_t layer) const {
+  if (!has_v()) return k_head_scales(layer);
   return scales_.v.empty() ? nullptr : scales_.v.data() + layer * spec_.num_kv_heads;
 }
 
@@ -203,6 +202,7 @@ const float* KvStorage::key_channel_scale(int64_t layer) const {
                                : norm_.k_scale.data() + layer * spec_.num_kv_heads * spec_.head_dim;
 }
 const float* KvStorage::value_channel_scale(int64_t layer) const {
+  if (!has_v()) return key_channel_scale(layer);
   return norm_.v_scale.empty() ? nullptr
                                : norm_.v_scale.data() + layer * spec_.num_kv_heads * spec_.head_dim;
 }
@@ -212,6 +212,7 @@ const float* KvStorage::key_channel_mean(int64_t layer) const {
 }
 
 const float* KvStorage::value_channel_mean(int64_t layer) const {
+  if (!has_v()) return key_channel_mean(layer);
   return norm_.v_mean.empty() ? nullptr
                               : norm_.v_mean.data() + layer * spec_.num_kv_heads * spec_.head_dim;
 }
@@ -272,14 +273,14 @@ void KvStorage::Write(int64_t layer, const int64_t* slots, int64_t num_tokens, c
     const int64_t slot = slots[t];
     KV_CHECK(slot >= 0 && slot < num_slots()) << "slot " << slot << " outside the pool";
     const float* kt = k + t * kv_dim;
-    const float* vt = v + t * kv_dim;
+    const float* vt = has_v() ? v + t * kv_dim : kt;
     for (int64_t h = 0; h < heads; ++h) {
       const int64_t elem = (slot * heads + h) * hd;
       const size_t sh = static_cast<size_t>(layer * heads + h);
       const float inv_k = IsFp8(dtype) ? inv_k_scales_[sh] : 1.0f;
       const float inv_v = IsFp8(dtype) ? inv_v_scales_[sh] : 1.0f;
       float* ks = dtype == DType::kI8 ? L.k_scales.get() + slot * heads + h : nullptr;
-      float* vs = dtype == DType::kI8 ? L.v_scales.get() + slot * heads + h : nullptr;
+      float* vs = dtype == DType::kI8 && has_v() ? L.v_scales.get() + slot * heads + h : nullptr;
       const float* kh = kt + h * hd;
       const float* vh = vt + h * hd;
       if (observing_) {
@@ -304,6 +305,7 @@ void KvStorage::Write(int64_t layer, const int64_t* slots, int64_t num_tokens, c
         kh = normalized_.data();
       }
       clipped_k += StoreHead(dtype, kh, hd, inv_k, L.k.get() + elem * value_bytes, ks);
+      if (!has_v()) continue;
       if (has_channel_norm()) {
         const size_t c0 = sh * static_cast<size_t>(hd);
         for (int64_t i = 0; i < hd; ++i) {
@@ -335,13 +337,12 @@ void KvStorage::GatherHeadSlots(int64_t layer, const std::vector<std::vector<int
       KV_CHECK(slot >= 0 && slot < num_slots()) << "slot " << slot;
       const int64_t index = slot * heads + h;
       const uint8_t* k = L.k.get() + index * row_bytes;
-      const uint8_t* v = L.v.get() + index * row_bytes;
       rows->bytes.insert(rows->bytes.end(), k, k + row_bytes);
+      if (int8) rows->scales.push_back(L.k_scales.get()[index]);
+      if (!has_v()) continue;
+      const uint8_t* v = L.v.get() + index * row_bytes;
       rows->bytes.insert(rows->bytes.end(), v, v + row_bytes);
-      if (int8) {
-        rows->scales.push_back(L.k_scales.get()[index]);
-        rows->scales.push_back(L.v_scales.get()[index]);
-      }
+      if (int8) rows->scales.push_back(L.v_scales.get()[index]);
     }
   }
 }
@@ -354,24 +355,25 @@ void KvStorage::ScatterHeadSlots(int64_t layer, const std::vector<std::vector<in
   Layer& L = layers_[static_cast<size_t>(layer)];
   const int64_t row_bytes = spec_.head_dim * spec_.value_bytes();
   const bool int8 = spec_.dtype == DType::kI8;
+  const int64_t planes = has_v() ? 2 : 1;
   int64_t row = 0;
   for (int64_t h = 0; h < heads; ++h) {
     for (int64_t slot : slots[h]) {
       KV_CHECK(slot >= 0 && slot < num_slots()) << "slot " << slot;
-      KV_CHECK_LE((row + 1) * 2 * row_bytes, static_cast<int64_t>(rows.bytes.size()))
+      KV_CHECK_LE((row + 1) * planes * row_bytes, static_cast<int64_t>(rows.bytes.size()))
           << "more slots than gathered rows";
       const int64_t index = slot * heads + h;
-      const uint8_t* src = rows.bytes.data() + row * 2 * row_bytes;
+      const uint8_t* src = rows.bytes.data() + row * planes * row_bytes;
       std::copy(src, src + row_bytes, L.k.get() + index * row_bytes);
-      std::copy(src + row_bytes, src + 2 * row_bytes, L.v.get() + index * row_bytes);
-      if (int8) {
-        L.k_scales.get()[index] = rows.scales[static_cast<size_t>(2 * row)];
-        L.v_scales.get()[index] = rows.scales[static_cast<size_t>(2 * row + 1)];
+      if (int8) L.k_scales.get()[index] = rows.scales[static_cast<size_t>(planes * row)];
+      if (planes == 2) {
+        std::copy(src + row_bytes, src + 2 * row_bytes, L.v.get() + index * row_bytes);
+        if (int8) L.v_scales.get()[index] = rows.scales[static_cast<size_t>(2 * row + 1)];
       }
       ++row;
     }
   }
-  KV_CHECK_EQ(row * 2 * row_bytes, static_cast<int64_t>(rows.bytes.size()))
+  KV_CHECK_EQ(row * planes * row_bytes, static_cast<int64_t>(rows.bytes.size()))
       << "fewer slots than gathered rows";
 }
 
@@ -387,6 +389,21 @@ void KvStorage::ReadSlot(int64_t layer, int64_t slot, float* k, float* v) const 
   const int64_t heads = spec_.num_kv_heads, hd = spec_.head_dim;
   const Layer& L = layers_[static_cast<size_t>(layer)];
   const int64_t value_bytes = spec_.value_bytes();
+  if (!has_v()) {  // MLA: one latent row; v (optional) gets a copy
+    const int64_t elem = slot * hd;
+    if (spec_.dtype == DType::kI8) {
+      const float scale = L.k_scales.get()[slot];
+      const int8_t* q = reinterpret_cast<const int8_t*>(L.k.get()) + elem;
+      for (int64_t i = 0; i < hd; ++i) k[i] = q[i] * scale;
+    } else {
+      DequantizeRow(spec_.dtype, L.k.get() + elem * value_bytes, k, hd);
+      if (IsFp8(spec_.dtype)) {
+        for (int64_t i = 0; i < hd; ++i) k[i] *= scales_.k[static_cast<size_t>(layer)];
+      }
+    }
+    if (v != nullptr) std::copy(k, k + hd, v);
+    return;
+  }
   for (int64_t h = 0; h < heads; ++h) {
     const int64_t elem = (slot * heads + h) * hd;
     float k_scale = 1.0f, v_scale = 1.0f;

@@ -38,7 +38,10 @@ struct KvQuantStats {
 };
 
 // Owns the pages of all layers: for K and for V, [num_blocks, block_size, num_kv_heads,
-// head_dim] values of spec.dtype per layer; for int8 also [num_blocks, block_size,
+// head_dim] values of spec.dtype per layer (MLA latent caches: the K plane only, one "KV head"
+// of latent_dim + rope_dim values per slot, the latent first; the values the kernels read are
+// the first latent_dim channels of those rows, so v_pages() is k_pages() and V's scales are
+// K's); for int8 also [num_blocks, block_size,
 // num_kv_heads] float scales per layer; for fp8 the fixed per-head scales. Pages are
 // allocated once, uninitialised (the OS commits them on first write).
 // Engine thread only; Write() of one layer must not race with a reader of that layer.
@@ -52,6 +55,8 @@ class KvStorage {
   KvStorage& operator=(const KvStorage&) = delete;
 
   const KvCacheSpec& spec() const { return spec_; }
+  // False for MLA latent caches (no V plane; see the class comment).
+  bool has_v() const { return spec_.layout == KvLayout::kSeparateKv; }
   int64_t num_blocks() const { return num_blocks_; }
   int64_t num_slots() const { return num_blocks_ * spec_.block_size; }
   // Bytes of pages and scales over all layers.
@@ -74,7 +79,8 @@ class KvStorage {
   // already rotated) into the given slots of `layer`, converting to the storage dtype: fp8
   // divides by the head's scale and saturates (counted in quant_stats()), int8 computes a
   // scale per token and head (absmax / 127). With observe_absmax() on, also records the
-  // largest |K| and |V| seen per layer and head (for calibration).
+  // largest |K| and |V| seen per layer and head (for calibration). MLA latent caches: k holds
+  // [num_tokens, latent_dim + rope_dim] latent rows and v is ignored (may be null).
   void Write(int64_t layer, const int64_t* slots, int64_t num_tokens, const float* k,
              const float* v);
   // Token eviction's compaction. The stored K and V of KV head h at slots slots[h][i] (bytes
@@ -99,9 +105,13 @@ class KvStorage {
 
   // Raw pages and scales for the attention kernels.
   const void* k_pages(int64_t layer) const { return layers_[layer].k.get(); }
-  const void* v_pages(int64_t layer) const { return layers_[layer].v.get(); }
+  const void* v_pages(int64_t layer) const {
+    return has_v() ? layers_[layer].v.get() : layers_[layer].k.get();
+  }
   const float* k_token_scales(int64_t layer) const { return layers_[layer].k_scales.get(); }
-  const float* v_token_scales(int64_t layer) const { return layers_[layer].v_scales.get(); }
+  const float* v_token_scales(int64_t layer) const {
+    return has_v() ? layers_[layer].v_scales.get() : layers_[layer].k_scales.get();
+  }
   // fp8: [num_kv_heads] scales of a layer; null before SetScales or for other dtypes.
   const float* k_head_scales(int64_t layer) const;
   const float* v_head_scales(int64_t layer) const;

@@ -127,9 +127,9 @@ StatusOr<LoadedModel> LoadGgufModel(const std::string& path, const LoadOptions& 
   StatusOr<std::string> arch_or = file->GetString("general.architecture");
   if (!arch_or.ok()) return fail(arch_or.status());
   const std::string arch = *arch_or;
-  if (arch != "llama" && arch != "mistral" && arch != "qwen2") {
+  if (arch != "llama" && arch != "mistral" && arch != "qwen2" && arch != "deepseek2") {
     return fail(UnimplementedError("unsupported architecture '" + arch +
-                                   "' (supported: llama, mistral, qwen2)"));
+                                   "' (supported: llama, mistral, qwen2, deepseek2)"));
   }
   // Keys the loader needs that a description may leave out.
   for (const char* key : {"context_length", "embedding_length", "feed_forward_length"}) {
@@ -138,9 +138,13 @@ StatusOr<LoadedModel> LoadGgufModel(const std::string& path, const LoadOptions& 
   }
   StatusOr<ModelDescription> description = DescribeGgufModel(*file, path);
   if (!description.ok()) return fail(description.status());
-  if (description->is_mla() || description->num_experts > 0) {
-    return fail(UnimplementedError("MLA attention and mixture-of-experts layers are not "
-                                   "supported (kvserve plan can still size their KV cache)"));
+  if (arch != "deepseek2" && (description->is_mla() || description->config.moe.num_experts > 0)) {
+    return fail(UnimplementedError("MLA attention and mixture-of-experts layers are only "
+                                   "supported in deepseek2 models (kvserve plan can still size "
+                                   "their KV cache)"));
+  }
+  if (arch == "deepseek2" && !description->is_mla()) {
+    return fail(InvalidArgumentError("deepseek2 model without attention.kv_lora_rank"));
   }
   const std::string& scaling = description->rope_scaling_type;
   if (!scaling.empty() && scaling != "none" && scaling != "linear") {
@@ -304,16 +308,60 @@ Tensor PermuteHeadRows(const Tensor& t, int64_t num_heads, int64_t head_dim, int
   return out;
 }
 
+// deepseek2's attention and expert keys, as llama.cpp's converter writes them (MLA mode when
+// the file splits attn_kv_b: the latent cache as llama.cpp sees it, one KV head of kv_lora +
+// rope keys and kv_lora values, the per-head widths in *_mla).
+void SetDeepseek2Keys(const ModelConfig& c, GgufWriter* w) {
+  const std::string a = "deepseek2.";
+  auto u32 = [](int64_t v) { return GgufValue::U32(static_cast<uint32_t>(v)); };
+  const MlaConfig& m = c.mla;
+  if (m.split_kv_b) {
+    w->Set(a + "attention.head_count_kv", u32(1));
+    w->Set(a + "attention.key_length", u32(m.kv_lora_rank + m.qk_rope_head_dim));
+    w->Set(a + "attention.value_length", u32(m.kv_lora_rank));
+    w->Set(a + "attention.key_length_mla", u32(c.head_dim));
+    w->Set(a + "attention.value_length_mla", u32(m.v_head_dim));
+  } else {
+    w->Set(a + "attention.head_count_kv", u32(c.num_heads));
+    w->Set(a + "attention.key_length", u32(c.head_dim));
+    w->Set(a + "attention.value_length", u32(m.v_head_dim));
+  }
+  // Written even when 0: llama.cpp requires it unless the layer count looks like V2-Lite's.
+  w->Set(a + "attention.q_lora_rank", u32(m.q_lora_rank));
+  w->Set(a + "attention.kv_lora_rank", u32(m.kv_lora_rank));
+  if (m.yarn_log_multiplier > 0.0f) {
+    w->Set(a + "rope.scaling.yarn_log_multiplier", GgufValue::F32(0.1f * m.yarn_log_multiplier));
+  }
+  const MoeConfig& e = c.moe;
+  w->Set(a + "leading_dense_block_count", u32(e.is_moe_model() ? e.first_dense_layers : c.num_layers));
+  if (!e.is_moe_model()) return;
+  w->Set(a + "expert_count", u32(e.num_experts));
+  w->Set(a + "expert_used_count", u32(e.num_experts_used));
+  w->Set(a + "expert_shared_count", u32(e.num_shared_experts));
+  w->Set(a + "expert_feed_forward_length", u32(e.expert_ffn_dim));
+  w->Set(a + "expert_weights_scale", GgufValue::F32(e.weights_scale));
+  w->Set(a + "expert_weights_norm", GgufValue::Bool(e.normalize_weights));
+  w->Set(a + "expert_gating_func", u32(e.gating == ExpertGating::kSigmoid ? 2 : 1));
+  if (e.num_groups > 1) {
+    w->Set(a + "expert_group_count", u32(e.num_groups));
+    w->Set(a + "expert_group_used_count", u32(e.num_groups_used));
+  }
+}
+
 }  // namespace
 
 Status SaveGgufModel(const LoadedModel& model, const std::string& path) {
   const ModelConfig& c = model.config;
   KV_RETURN_IF_ERROR(c.Validate());
-  if (c.architecture != "llama" && c.architecture != "mistral" && c.architecture != "qwen2") {
+  if (c.architecture != "llama" && c.architecture != "mistral" && c.architecture != "qwen2" &&
+      c.architecture != "deepseek2") {
     return UnimplementedError("cannot save architecture '" + c.architecture + "' as GGUF");
   }
+  if (c.is_mla() && c.rope.layout != RopeLayout::kInterleaved) {
+    return UnimplementedError("MLA models are saved with interleaved RoPE pairs only");
+  }
   // Mistral is a llama in GGUF (llama.cpp has no separate `mistral` architecture for it).
-  const std::string arch = c.architecture == "qwen2" ? "qwen2" : "llama";
+  const std::string arch = c.architecture == "mistral" ? "llama" : c.architecture;
   const RopeLayout target_layout = GgufRopeLayout(arch);
   const int64_t rot = c.rope.rotary_dim > 0 ? c.rope.rotary_dim : c.head_dim;
   if (c.rope.scaling == RopeScalingType::kLlama3 && arch != "llama") {
@@ -351,9 +399,13 @@ Status SaveGgufModel(const LoadedModel& model, const std::string& path) {
   w.Set(arch + ".feed_forward_length", u32(c.ffn_dim));
   w.Set(arch + ".block_count", u32(c.num_layers));
   w.Set(arch + ".attention.head_count", u32(c.num_heads));
-  w.Set(arch + ".attention.head_count_kv", u32(c.num_kv_heads));
-  w.Set(arch + ".attention.key_length", u32(c.head_dim));
-  w.Set(arch + ".attention.value_length", u32(c.head_dim));
+  if (c.is_mla()) {
+    SetDeepseek2Keys(c, &w);
+  } else {
+    w.Set(arch + ".attention.head_count_kv", u32(c.num_kv_heads));
+    w.Set(arch + ".attention.key_length", u32(c.head_dim));
+    w.Set(arch + ".attention.value_length", u32(c.head_dim));
+  }
   w.Set(arch + ".rope.freq_base", GgufValue::F32(c.rope.theta));
   w.Set(arch + ".rope.dimension_count", u32(rot));
   w.Set(arch + ".attention.layer_norm_rms_epsilon", GgufValue::F32(c.norm_eps));

@@ -85,6 +85,16 @@ void MulInPlace(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= y[i];
 }
 
+// Values per token and layer in a cache row: K (or V) of every KV head, or the MLA latent row.
+int64_t KvRowDim(const ModelConfig& c) {
+  return c.is_mla() ? c.mla.kv_lora_rank + c.mla.qk_rope_head_dim : c.num_kv_heads * c.head_dim;
+}
+
+// The width of attention's output (attn_output's input).
+int64_t AttnOutDim(const ModelConfig& c) {
+  return c.num_heads * (c.is_mla() ? c.mla.v_head_dim : c.head_dim);
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(LoadedModel model) {
@@ -116,13 +126,24 @@ Status LlamaModel::Init() {
     const std::string p = "blk." + std::to_string(l) + ".";
     KV_ASSIGN_OR_RETURN(layer.attn_norm_f32, FindVector(model_, p + "attn_norm.weight", D));
     KV_ASSIGN_OR_RETURN(layer.ffn_norm_f32, FindVector(model_, p + "ffn_norm.weight", D));
-    KV_ASSIGN_OR_RETURN(layer.wq, Find(model_, p + "attn_q.weight", {q_dim, D}, true));
-    KV_ASSIGN_OR_RETURN(layer.wk, Find(model_, p + "attn_k.weight", {kv_dim, D}, true));
-    KV_ASSIGN_OR_RETURN(layer.wv, Find(model_, p + "attn_v.weight", {kv_dim, D}, true));
-    KV_ASSIGN_OR_RETURN(layer.wo, Find(model_, p + "attn_output.weight", {D, q_dim}, true));
-    KV_ASSIGN_OR_RETURN(layer.w_gate, Find(model_, p + "ffn_gate.weight", {F, D}, true));
-    KV_ASSIGN_OR_RETURN(layer.w_up, Find(model_, p + "ffn_up.weight", {F, D}, true));
-    KV_ASSIGN_OR_RETURN(layer.w_down, Find(model_, p + "ffn_down.weight", {D, F}, true));
+    if (c.is_mla()) {
+      layer.mla = std::make_unique<MlaLayer>();
+      KV_RETURN_IF_ERROR(layer.mla->Load(c, model_, l, &packed_weights_bytes_));
+    } else {
+      KV_ASSIGN_OR_RETURN(layer.wq, Find(model_, p + "attn_q.weight", {q_dim, D}, true));
+      KV_ASSIGN_OR_RETURN(layer.wk, Find(model_, p + "attn_k.weight", {kv_dim, D}, true));
+      KV_ASSIGN_OR_RETURN(layer.wv, Find(model_, p + "attn_v.weight", {kv_dim, D}, true));
+    }
+    KV_ASSIGN_OR_RETURN(layer.wo,
+                        Find(model_, p + "attn_output.weight", {D, AttnOutDim(c)}, true));
+    if (c.moe.IsMoeLayer(l)) {
+      layer.moe = std::make_unique<MoeLayer>();
+      KV_RETURN_IF_ERROR(layer.moe->Load(c, model_, l, &packed_weights_bytes_));
+    } else {
+      KV_ASSIGN_OR_RETURN(layer.w_gate, Find(model_, p + "ffn_gate.weight", {F, D}, true));
+      KV_ASSIGN_OR_RETURN(layer.w_up, Find(model_, p + "ffn_up.weight", {F, D}, true));
+      KV_ASSIGN_OR_RETURN(layer.w_down, Find(model_, p + "ffn_down.weight", {D, F}, true));
+    }
     if (c.qkv_bias) {
       KV_ASSIGN_OR_RETURN(layer.q_bias, FindVector(model_, p + "attn_q.bias", q_dim));
       KV_ASSIGN_OR_RETURN(layer.k_bias, FindVector(model_, p + "attn_k.bias", kv_dim));
@@ -136,7 +157,7 @@ Status LlamaModel::Init() {
   // Matmul weights repacked once for this CPU's kernel (q8_0 panels at AVX-512 VNNI), instead
   // of on every batched call: 7% of a 32-sequence decode step went to repacking.
   std::vector<const Tensor*> matrices = {output_};
-  for (const Layer& layer : layers_) {
+  for (const Layer& layer : layers_) {  // (null entries of MLA and MoE layers match nothing)
     matrices.insert(matrices.end(), {layer.wq, layer.wk, layer.wv, layer.wo, layer.w_gate,
                                      layer.w_up, layer.w_down});
   }
@@ -152,11 +173,15 @@ Status LlamaModel::Init() {
 
 std::unique_ptr<DenseKvCache> LlamaModel::NewCache(int64_t max_tokens) const {
   const ModelConfig& c = model_.config;
-  return std::make_unique<DenseKvCache>(c.num_layers, max_tokens, c.num_kv_heads * c.head_dim);
+  return std::make_unique<DenseKvCache>(c.num_layers, max_tokens, KvRowDim(c));
 }
 
 KvCacheSpec LlamaModel::kv_spec(DType dtype, int64_t block_size) const {
   const ModelConfig& c = model_.config;
+  if (c.is_mla()) {
+    return KvCacheSpec::MlaLatent(c.num_layers, c.mla.kv_lora_rank, c.mla.qk_rope_head_dim,
+                                  dtype, block_size);
+  }
   KvCacheSpec spec;
   spec.layout = KvLayout::kSeparateKv;
   spec.num_layers = c.num_layers;
@@ -167,16 +192,28 @@ KvCacheSpec LlamaModel::kv_spec(DType dtype, int64_t block_size) const {
   return spec;
 }
 
+bool LlamaModel::MatchesKvSpec(const KvCacheSpec& spec) const {
+  const KvCacheSpec want = kv_spec(spec.dtype, spec.block_size);
+  return spec.layout == want.layout && spec.num_layers == want.num_layers &&
+         spec.num_kv_heads == want.num_kv_heads && spec.head_dim == want.head_dim &&
+         spec.latent_dim == want.latent_dim && spec.rope_dim == want.rope_dim;
+}
+
 void LlamaModel::EnsureWorkspace(int64_t num_tokens) {
   if (num_tokens <= workspace_tokens_) return;
   const ModelConfig& c = model_.config;
   const size_t n = static_cast<size_t>(num_tokens);
   const size_t q_dim = static_cast<size_t>(c.num_heads * c.head_dim);
-  const size_t kv_dim = static_cast<size_t>(c.num_kv_heads * c.head_dim);
+  const size_t kv_dim = static_cast<size_t>(KvRowDim(c));
   x_.resize(n * static_cast<size_t>(c.hidden_dim));
   xb_.resize(n * static_cast<size_t>(c.hidden_dim));
   q_.resize(n * q_dim);
-  attn_.resize(n * q_dim);
+  attn_.resize(n * std::max(q_dim, static_cast<size_t>(AttnOutDim(c))));
+  if (c.is_mla()) {
+    q_abs_.resize(n * static_cast<size_t>(c.num_heads) * kv_dim);
+    o_abs_.resize(n * static_cast<size_t>(c.num_heads) * kv_dim);
+  }
+  if (c.is_moe()) ffn_out_.resize(n * static_cast<size_t>(c.hidden_dim));
   gate_.resize(n * static_cast<size_t>(c.ffn_dim));
   up_.resize(n * static_cast<size_t>(c.ffn_dim));
   k_.resize(n * kv_dim);
@@ -202,7 +239,8 @@ constexpr int64_t kParallelRowsMin = 8;
 
 void LlamaModel::RunLayers(const TokenId* tokens, const int64_t* positions, int64_t n,
                            const std::function<std::pair<float*, float*>(int64_t)>& kv_rows,
-                           const AttendFn& attend, ThreadPool* pool) {
+                           const AttendFn& attend, ThreadPool* pool,
+                           const MlaReferenceFn* mla_reference) {
   const ModelConfig& c = model_.config;
   const int64_t D = c.hidden_dim, F = c.ffn_dim, hd = c.head_dim;
   const int64_t q_dim = c.num_heads * hd;
@@ -227,35 +265,53 @@ void LlamaModel::RunLayers(const TokenId* tokens, const int64_t* positions, int6
     auto [k_rows, v_rows] = kv_rows(l);  // [n, kv_dim] each
 
     kernels::RmsNorm(x, layer.attn_norm_f32.data(), n, D, c.norm_eps, xb);
-    kernels::Matmul(xb, n, *layer.wq, q, pool);
-    kernels::Matmul(xb, n, *layer.wk, k_rows, pool);
-    kernels::Matmul(xb, n, *layer.wv, v_rows, pool);
-    if (c.qkv_bias) {
-      AddBias(q, n, layer.q_bias);
-      AddBias(k_rows, n, layer.k_bias);
-      AddBias(v_rows, n, layer.v_bias);
-    }
-    auto rope_rows = [&](int64_t r0, int64_t r1) {
-      for (int64_t i = r0; i < r1; ++i) {
-        const float* cos_sin = rope_cos_sin_.data() + i * 2 * num_pairs;
-        kernels::Rope(q + i * q_dim, c.num_heads, hd, positions[i], inv_freqs_, cos_sin,
-                      c.rope.layout);
-        kernels::Rope(k_rows + i * kv_dim, c.num_kv_heads, hd, positions[i], inv_freqs_,
-                      cos_sin, c.rope.layout);
+    if (layer.mla != nullptr) {
+      MlaLayer& mla = *layer.mla;
+      mla.Project(xb, n, positions, rope_cos_sin_.data(), inv_freqs_, c.rope.layout, q, k_rows,
+                  pool);
+      if (mla_reference != nullptr) {
+        (*mla_reference)(l, q, attn);
+      } else {
+        mla.AbsorbQuery(q, n, q_abs_.data(), pool);
+        attend(l, q_abs_.data(), k_rows, nullptr, o_abs_.data());
+        mla.ExpandOutput(o_abs_.data(), n, attn, pool);
       }
-    };
-    // Row-wise work between the matmuls runs on the pool for batches: at 32 decode rows the
-    // serial parts of a step left the other threads waiting (~10% of its CPU time, perf).
-    if (pool != nullptr && n >= kParallelRowsMin) {
-      pool->ParallelFor(n, 4, rope_rows);
     } else {
-      rope_rows(0, n);
+      kernels::Matmul(xb, n, *layer.wq, q, pool);
+      kernels::Matmul(xb, n, *layer.wk, k_rows, pool);
+      kernels::Matmul(xb, n, *layer.wv, v_rows, pool);
+      if (c.qkv_bias) {
+        AddBias(q, n, layer.q_bias);
+        AddBias(k_rows, n, layer.k_bias);
+        AddBias(v_rows, n, layer.v_bias);
+      }
+      auto rope_rows = [&](int64_t r0, int64_t r1) {
+        for (int64_t i = r0; i < r1; ++i) {
+          const float* cos_sin = rope_cos_sin_.data() + i * 2 * num_pairs;
+          kernels::Rope(q + i * q_dim, c.num_heads, hd, positions[i], inv_freqs_, cos_sin,
+                        c.rope.layout);
+          kernels::Rope(k_rows + i * kv_dim, c.num_kv_heads, hd, positions[i], inv_freqs_,
+                        cos_sin, c.rope.layout);
+        }
+      };
+      // Row-wise work between the matmuls runs on the pool for batches: at 32 decode rows the
+      // serial parts of a step left the other threads waiting (~10% of its CPU time, perf).
+      if (pool != nullptr && n >= kParallelRowsMin) {
+        pool->ParallelFor(n, 4, rope_rows);
+      } else {
+        rope_rows(0, n);
+      }
+      attend(l, q, k_rows, v_rows, attn);
     }
-    attend(l, q, k_rows, v_rows, attn);
     kernels::Matmul(attn, n, *layer.wo, xb, pool);
     AddInPlace(x, xb, n * D);
 
     kernels::RmsNorm(x, layer.ffn_norm_f32.data(), n, D, c.norm_eps, xb);
+    if (layer.moe != nullptr) {
+      layer.moe->Forward(xb, n, ffn_out_.data(), pool);
+      AddInPlace(x, ffn_out_.data(), n * D);
+      continue;
+    }
     kernels::Matmul(xb, n, *layer.w_gate, gate, pool);
     kernels::Matmul(xb, n, *layer.w_up, up, pool);
     if (pool != nullptr && n >= kParallelRowsMin) {
@@ -288,8 +344,11 @@ Status LlamaModel::Forward(const std::vector<TokenId>& tokens, DenseKvCache* cac
   const ModelConfig& c = model_.config;
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t hd = c.head_dim;
-  const int64_t kv_dim = c.num_kv_heads * hd;
+  const int64_t kv_dim = KvRowDim(c);
   if (n == 0) return InvalidArgumentError("Forward: no tokens");
+  if (c.is_mla() && attention_mass != nullptr) {
+    return UnimplementedError("Forward: the reference attention mass of MLA models");
+  }
   if (cache == nullptr || logits == nullptr) {
     return InvalidArgumentError("Forward: null cache or logits");
   }
@@ -314,6 +373,9 @@ Status LlamaModel::Forward(const std::vector<TokenId>& tokens, DenseKvCache* cac
   shape.num_kv_heads = c.num_kv_heads;
   shape.head_dim = hd;
   shape.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const MlaReferenceFn mla_reference = [&](int64_t l, const float* q, float* out) {
+    layers_[static_cast<size_t>(l)].mla->ReferenceAttention(q, n, cache->k(l), start + n, out);
+  };
   RunLayers(
       tokens.data(), positions_.data(), n,
       [&](int64_t l) {
@@ -323,7 +385,7 @@ Status LlamaModel::Forward(const std::vector<TokenId>& tokens, DenseKvCache* cac
         kernels::DenseAttention(q, cache->k(l), cache->v(l), shape, attn, pool);
         if (attention_mass != nullptr) AddReferenceMass(l, q, *cache, start + n, attention_mass);
       },
-      pool);
+      pool, c.is_mla() ? &mla_reference : nullptr);
   cache->num_tokens_ = start + n;
 
   std::vector<int64_t> rows;
@@ -364,14 +426,13 @@ Status LlamaModel::ShiftStoredKeys(KvStorage* kv, const int64_t* slots, const in
   const ModelConfig& c = model_.config;
   if (kv == nullptr) return InvalidArgumentError("ShiftStoredKeys: null KV storage");
   const KvCacheSpec& spec = kv->spec();
-  if (spec.layout != KvLayout::kSeparateKv || spec.num_layers != c.num_layers ||
-      spec.num_kv_heads != c.num_kv_heads || spec.head_dim != c.head_dim) {
+  if (!MatchesKvSpec(spec)) {
     return InvalidArgumentError("ShiftStoredKeys: the KV storage was made for another geometry");
   }
   if ((spec.dtype == DType::kFp8E4M3 || spec.dtype == DType::kFp8E5M2) && !kv->has_scales()) {
     return FailedPreconditionError("ShiftStoredKeys: fp8 KV storage has no scales yet");
   }
-  const int64_t kv_dim = c.num_kv_heads * c.head_dim;
+  const int64_t kv_dim = KvRowDim(c);
   std::vector<float> k(static_cast<size_t>(kv_dim)), v(static_cast<size_t>(kv_dim));
   for (int64_t i = 0; i < num_slots; ++i) {
     if (slots[i] < 0 || slots[i] >= kv->num_slots()) {
@@ -393,7 +454,13 @@ Status LlamaModel::ShiftStoredKeys(KvStorage* kv, const int64_t* slots, const in
           v[d] = v[d] * v_scale[d] + v_mean[d];
         }
       }
-      kernels::Rope(k.data(), c.num_kv_heads, c.head_dim, deltas[i], inv_freqs_, c.rope.layout);
+      if (c.is_mla()) {  // the shared RoPE key after the latent
+        kernels::Rope(k.data() + c.mla.kv_lora_rank, 1, c.mla.qk_rope_head_dim, deltas[i],
+                      inv_freqs_, c.rope.layout);
+      } else {
+        kernels::Rope(k.data(), c.num_kv_heads, c.head_dim, deltas[i], inv_freqs_,
+                      c.rope.layout);
+      }
       kv->Write(l, &slots[i], 1, k.data(), v.data());
     }
   }
@@ -407,8 +474,7 @@ Status LlamaModel::Forward(const ForwardBatch& batch, KvStorage* kv, ThreadPool*
     return InvalidArgumentError("Forward: null KV storage or logits");
   }
   const KvCacheSpec& spec = kv->spec();
-  if (spec.layout != KvLayout::kSeparateKv || spec.num_layers != c.num_layers ||
-      spec.num_kv_heads != c.num_kv_heads || spec.head_dim != c.head_dim) {
+  if (!MatchesKvSpec(spec)) {
     return InvalidArgumentError("Forward: the KV storage was made for another model geometry");
   }
   KV_RETURN_IF_ERROR(batch.Validate(spec.block_size, kv->num_blocks()));
@@ -451,7 +517,8 @@ Status LlamaModel::Forward(const ForwardBatch& batch, KvStorage* kv, ThreadPool*
   std::vector<kernels::PagedMassRequest> layer_mass(mass.size());
   kernels::PagedAttentionShape shape;
   shape.num_heads = c.num_heads;
-  shape.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  shape.scale = c.is_mla() ? layers_[0].mla->softmax_scale()
+                           : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
 
   EnsureWorkspace(n);
   RunLayers(
@@ -459,7 +526,8 @@ Status LlamaModel::Forward(const ForwardBatch& batch, KvStorage* kv, ThreadPool*
       [&](int64_t) { return std::make_pair(k_.data(), v_.data()); },
       [&](int64_t l, float* q, const float* k, const float* v, float* attn) {
         kv->Write(l, batch.slot_mapping.data(), n, k, v);
-        const int64_t hd = c.head_dim, group = c.num_heads / c.num_kv_heads;
+        // The cache's heads (MLA: one latent "KV head" that every query head attends).
+        const int64_t hd = spec.head_dim, group = c.num_heads / spec.num_kv_heads;
         // Keys were stored as (k - mean) / scale: q . k = (q * scale) . stored + a shift per
         // query that softmax ignores.
         if (const float* k_scale = kv->key_channel_scale(l)) {
@@ -491,7 +559,7 @@ Status LlamaModel::Forward(const ForwardBatch& batch, KvStorage* kv, ThreadPool*
         } else {
           for (size_t i = 0; i < mass.size(); ++i) {
             const AttentionMassRequest& m = mass[i];
-            layer_mass[i] = {m.seq, m.first_row, m.mass + l * c.num_kv_heads * m.mass_stride,
+            layer_mass[i] = {m.seq, m.first_row, m.mass + l * spec.num_kv_heads * m.mass_stride,
                              m.mass_stride};
           }
           kernels::PagedAttentionWithMass(q, view, seqs.data(), num_seqs, shape,

@@ -1,5 +1,7 @@
-// LlamaModel: the forward pass of Llama-family decoders (Llama 1/2/3, Mistral, Qwen2 with
-// qkv bias; MHA and GQA) over a dense per-sequence KV cache, on the CPU kernels.
+// LlamaModel: the forward pass of the decoders kvserve runs: the Llama family (Llama 1/2/3,
+// Mistral, Qwen2 with qkv bias; MHA and GQA) and DeepSeek V2/V3 (Multi-head Latent Attention,
+// model/mla_attention.h, and mixture-of-experts layers, model/moe.h), on the CPU kernels. One
+// class and one layer loop for all: the layers differ only in their attention and FFN blocks.
 #pragma once
 
 #include <cstdint>
@@ -14,13 +16,15 @@
 #include "kv/kv_spec.h"
 #include "kv/kv_storage.h"
 #include "model/forward_batch.h"
+#include "model/mla_attention.h"
 #include "model/model_loader.h"
+#include "model/moe.h"
 #include "tokenizer/vocab_spec.h"
 
 namespace kvserve {
 
 // Dense per-sequence KV cache: for K and V, [num_layers][max_tokens][num_kv_heads * head_dim]
-// float32. Owns its storage (allocated once at creation). Not thread-safe.
+// float32 (MLA models: the latent rows [kv_lora_rank + qk_rope_head_dim] in K; V unused). Owns its storage (allocated once at creation). Not thread-safe.
 // Invariant: 0 <= num_tokens() <= max_tokens(); rows [0, num_tokens) of every layer hold the
 // keys/values of positions 0 .. num_tokens - 1 (keys already rotated by RoPE).
 class DenseKvCache {
@@ -131,6 +135,8 @@ class LlamaModel {
     // Float32 copies of the small vectors (norm weights and biases may be stored as f16/bf16).
     std::vector<float> attn_norm_f32, ffn_norm_f32;
     std::vector<float> q_bias, k_bias, v_bias;  // empty without qkv_bias
+    std::unique_ptr<MlaLayer> mla;  // MLA models: replaces wq, wk, wv
+    std::unique_ptr<MoeLayer> moe;  // MoE layers: replaces w_gate, w_up, w_down
   };
 
   explicit LlamaModel(LoadedModel model) : model_(std::move(model)) {}
@@ -146,11 +152,21 @@ class LlamaModel {
   // q may be modified (the paged path scales it by the keys' channel normalization).
   using AttendFn = std::function<void(int64_t layer, float* q, const float* k,
                                       const float* v, float* attn)>;
+  // MLA's naive reference attention (the dense path): given the unabsorbed q [n, heads *
+  // head_dim] (rotated) and the layer's latent rows, writes the heads' outputs [n, heads *
+  // v_head_dim].
+  using MlaReferenceFn = std::function<void(int64_t layer, const float* q, float* out)>;
   // The decoder stack over n tokens at `positions`; k_rows(layer) gives where the layer's K
-  // and V rows are computed (a cache or the workspace). Leaves the final residual in x_.
+  // and V rows are computed (a cache or the workspace; MLA: the latent rows, in K). Leaves the
+  // final residual in x_. MLA layers attend in the absorbed form through `attend` (q: the
+  // absorbed queries [n, heads, latent row], k: the latent rows, v: null, attn: [n, heads,
+  // latent row]), or through mla_reference when it is set.
   void RunLayers(const TokenId* tokens, const int64_t* positions, int64_t n,
                  const std::function<std::pair<float*, float*>(int64_t layer)>& kv_rows,
-                 const AttendFn& attend, ThreadPool* pool);
+                 const AttendFn& attend, ThreadPool* pool,
+                 const MlaReferenceFn* mla_reference = nullptr);
+  // The KV geometry check of both Forward paths.
+  bool MatchesKvSpec(const KvCacheSpec& spec) const;
   // Final norm and output projection of the residual rows `rows` (num_rows of them).
   void ComputeLogits(const int64_t* rows, int64_t num_rows, float* logits, ThreadPool* pool);
 
@@ -172,6 +188,9 @@ class LlamaModel {
   std::vector<float> up_;      // [n, ffn]
   std::vector<float> k_;       // [n, kv_dim] paged path: this step's keys before storing
   std::vector<float> v_;       // [n, kv_dim]
+  std::vector<float> q_abs_;   // MLA: [n, heads, latent row] absorbed queries
+  std::vector<float> o_abs_;   // MLA: [n, heads, latent row] attention in the latent space
+  std::vector<float> ffn_out_;  // MoE: [n, hidden]
   std::vector<int64_t> positions_;  // [n] dense path
   std::vector<float> rope_cos_sin_;  // [n, rotary_dim]: RopeCosSin of each row (cos, sin)
 };

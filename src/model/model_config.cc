@@ -32,12 +32,84 @@ bool MulAdd(int64_t a, int64_t b, int64_t* acc) {
   return !__builtin_add_overflow(*acc, p, acc);
 }
 
+constexpr int64_t kMaxExperts = int64_t{1} << 12;
+
+Status ValidateMla(const ModelConfig& c) {
+  const MlaConfig& m = c.mla;
+  KV_RETURN_IF_ERROR(CheckRange("kv_lora_rank", m.kv_lora_rank, kMaxHidden));
+  if (m.q_lora_rank != 0) KV_RETURN_IF_ERROR(CheckRange("q_lora_rank", m.q_lora_rank, kMaxHidden));
+  KV_RETURN_IF_ERROR(CheckRange("qk_nope_head_dim", m.qk_nope_head_dim, kMaxHeadDim));
+  KV_RETURN_IF_ERROR(CheckRange("qk_rope_head_dim", m.qk_rope_head_dim, kMaxHeadDim));
+  KV_RETURN_IF_ERROR(CheckRange("v_head_dim", m.v_head_dim, kMaxHeadDim));
+  if (c.head_dim != m.qk_nope_head_dim + m.qk_rope_head_dim) {
+    return InvalidArgumentError("model config: MLA head_dim " + std::to_string(c.head_dim) +
+                                " is not qk_nope_head_dim + qk_rope_head_dim (" +
+                                std::to_string(m.qk_nope_head_dim) + " + " +
+                                std::to_string(m.qk_rope_head_dim) + ")");
+  }
+  if (m.qk_rope_head_dim % 2 != 0 || c.rope.rotary_dim != m.qk_rope_head_dim) {
+    return InvalidArgumentError("model config: MLA rope dimension " +
+                                std::to_string(c.rope.rotary_dim) +
+                                " must be qk_rope_head_dim (even), " +
+                                std::to_string(m.qk_rope_head_dim));
+  }
+  if (c.num_kv_heads != c.num_heads) {
+    return InvalidArgumentError("model config: MLA models expand one key and value per head "
+                                "(num_kv_heads must equal num_heads)");
+  }
+  if (!std::isfinite(m.yarn_log_multiplier) || m.yarn_log_multiplier < 0.0f) {
+    return InvalidArgumentError("model config: MLA yarn_log_multiplier must be >= 0");
+  }
+  return OkStatus();
+}
+
+Status ValidateMoe(const ModelConfig& c) {
+  const MoeConfig& m = c.moe;
+  KV_RETURN_IF_ERROR(CheckRange("expert_count", m.num_experts, kMaxExperts));
+  if (m.num_experts_used <= 0 || m.num_experts_used > m.num_experts) {
+    return InvalidArgumentError("model config: expert_used_count " +
+                                std::to_string(m.num_experts_used) + " must be in [1, " +
+                                std::to_string(m.num_experts) + "]");
+  }
+  KV_RETURN_IF_ERROR(CheckRange("expert_feed_forward_length", m.expert_ffn_dim, kMaxFfn));
+  if (m.num_shared_experts < 0 || m.num_shared_experts > kMaxExperts) {
+    return InvalidArgumentError("model config: expert_shared_count out of range");
+  }
+  if (m.first_dense_layers < 0 || m.first_dense_layers > c.num_layers) {
+    return InvalidArgumentError("model config: leading_dense_block_count " +
+                                std::to_string(m.first_dense_layers) + " exceeds the " +
+                                std::to_string(c.num_layers) + " layers");
+  }
+  if (m.num_groups <= 0 || m.num_experts % m.num_groups != 0 || m.num_groups_used <= 0 ||
+      m.num_groups_used > m.num_groups) {
+    return InvalidArgumentError("model config: expert groups (" + std::to_string(m.num_groups) +
+                                ", " + std::to_string(m.num_groups_used) +
+                                " used) must divide the " + std::to_string(m.num_experts) +
+                                " experts");
+  }
+  if (m.num_groups > 1 && m.num_experts / m.num_groups * m.num_groups_used < m.num_experts_used) {
+    return InvalidArgumentError("model config: the eligible expert groups hold fewer experts "
+                                "than expert_used_count");
+  }
+  if (!(std::isfinite(m.weights_scale) && m.weights_scale > 0.0f)) {
+    return InvalidArgumentError("model config: expert_weights_scale must be positive");
+  }
+  return OkStatus();
+}
+
 }  // namespace
+
+const char* ExpertGatingName(ExpertGating gating) {
+  return gating == ExpertGating::kSigmoid ? "sigmoid" : "softmax";
+}
 
 Status ModelConfig::Validate() const {
   KV_RETURN_IF_ERROR(CheckRange("vocab_size", vocab_size, kMaxVocab));
   KV_RETURN_IF_ERROR(CheckRange("hidden_dim", hidden_dim, kMaxHidden));
-  KV_RETURN_IF_ERROR(CheckRange("ffn_dim", ffn_dim, kMaxFfn));
+  // A model whose every layer is MoE has no dense width.
+  if (!(is_moe() && moe.first_dense_layers == 0 && ffn_dim == 0)) {
+    KV_RETURN_IF_ERROR(CheckRange("ffn_dim", ffn_dim, kMaxFfn));
+  }
   KV_RETURN_IF_ERROR(CheckRange("num_layers", num_layers, kMaxLayers));
   KV_RETURN_IF_ERROR(CheckRange("num_heads", num_heads, kMaxHeads));
   KV_RETURN_IF_ERROR(CheckRange("num_kv_heads", num_kv_heads, kMaxHeads));
@@ -73,6 +145,8 @@ Status ModelConfig::Validate() const {
   if (!(std::isfinite(norm_eps) && norm_eps > 0.0f)) {
     return InvalidArgumentError("model config: norm_eps must be positive and finite");
   }
+  if (is_mla()) KV_RETURN_IF_ERROR(ValidateMla(*this));
+  if (is_moe()) KV_RETURN_IF_ERROR(ValidateMoe(*this));
   if (NumParameters() < 0) {
     return InvalidArgumentError("model config: parameter count overflows");
   }
@@ -83,16 +157,41 @@ int64_t ModelConfig::NumParameters() const {
   int64_t total = 0;
   const int64_t q_dim = num_heads * head_dim;
   const int64_t kv_dim = num_kv_heads * head_dim;
-  int64_t per_layer = 0;
-  bool ok = MulAdd(1, 2 * hidden_dim, &per_layer) &&   // attn_norm + ffn_norm
-            MulAdd(q_dim, hidden_dim, &per_layer) &&    // wq
-            MulAdd(2 * kv_dim, hidden_dim, &per_layer) &&  // wk, wv
-            MulAdd(hidden_dim, q_dim, &per_layer) &&    // wo
-            MulAdd(3 * ffn_dim, hidden_dim, &per_layer);  // gate, up, down
-  if (qkv_bias) ok = ok && MulAdd(1, q_dim + 2 * kv_dim, &per_layer);
+  int64_t attention = 0;  // per layer
+  bool ok = true;
+  if (is_mla()) {
+    const MlaConfig& m = mla;
+    if (m.q_lora_rank > 0) {  // attn_q_a, its norm, attn_q_b
+      ok = MulAdd(m.q_lora_rank, hidden_dim + 1, &attention) &&
+           MulAdd(q_dim, m.q_lora_rank, &attention);
+    } else {
+      ok = MulAdd(q_dim, hidden_dim, &attention);
+    }
+    ok = ok && MulAdd(m.kv_lora_rank + m.qk_rope_head_dim, hidden_dim, &attention) &&  // kv_a
+         MulAdd(1, m.kv_lora_rank, &attention) &&                                       // norm
+         MulAdd(num_heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank,
+                &attention) &&                                                          // kv_b
+         MulAdd(hidden_dim, num_heads * m.v_head_dim, &attention);                     // wo
+  } else {
+    ok = MulAdd(q_dim, hidden_dim, &attention) && MulAdd(2 * kv_dim, hidden_dim, &attention) &&
+         MulAdd(hidden_dim, q_dim, &attention);
+    if (qkv_bias) ok = ok && MulAdd(1, q_dim + 2 * kv_dim, &attention);
+  }
+  int64_t dense_ffn = 0, moe_ffn = 0;
+  ok = ok && MulAdd(3 * ffn_dim, hidden_dim, &dense_ffn);
+  if (is_moe()) {
+    ok = ok && MulAdd(3 * moe.expert_ffn_dim, hidden_dim * moe.num_experts, &moe_ffn) &&
+         MulAdd(3 * moe.expert_ffn_dim * moe.num_shared_experts, hidden_dim, &moe_ffn) &&
+         MulAdd(moe.num_experts, hidden_dim, &moe_ffn) &&  // router
+         MulAdd(moe.selection_bias ? 1 : 0, moe.num_experts, &moe_ffn);
+  }
+  for (int64_t l = 0; ok && l < num_layers; ++l) {
+    ok = MulAdd(1, 2 * hidden_dim + attention, &total) &&  // norms + attention
+         MulAdd(1, moe.IsMoeLayer(l) ? moe_ffn : dense_ffn, &total);
+  }
   ok = ok && MulAdd(vocab_size, hidden_dim, &total) &&
        (tied_embeddings || MulAdd(vocab_size, hidden_dim, &total)) &&
-       MulAdd(num_layers, per_layer, &total) && MulAdd(1, hidden_dim, &total);
+       MulAdd(1, hidden_dim, &total);
   return ok ? total : -1;
 }
 

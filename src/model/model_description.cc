@@ -106,26 +106,26 @@ Status ParseHfRopeScaling(const json& j, ModelDescription* d) {
 
 // DeepSeek V2/V3 MLA dimensions and the mixture-of-experts fields of any family.
 Status ParseHfMlaAndExperts(const json& j, ModelDescription* d) {
-  KV_ASSIGN_OR_RETURN(d->kv_lora_rank, IntInRange(j, "kv_lora_rank", 0, kMaxLatentDim));
-  const bool mla = d->kv_lora_rank > 0;  // DeepSeek's defaults apply only to MLA configs
+  KV_ASSIGN_OR_RETURN(d->config.mla.kv_lora_rank, IntInRange(j, "kv_lora_rank", 0, kMaxLatentDim));
+  const bool mla = d->config.mla.kv_lora_rank > 0;  // DeepSeek's defaults apply only to MLA configs
   KV_ASSIGN_OR_RETURN(int64_t local_experts,
                       IntInRange(j, "num_local_experts", 0, kMaxExperts));  // Mixtral
   KV_ASSIGN_OR_RETURN(int64_t experts, IntInRange(j, "num_experts", 0, kMaxExperts));  // Qwen
   const std::tuple<int64_t*, const char*, int64_t, int64_t> fields[] = {
-      {&d->qk_rope_head_dim, "qk_rope_head_dim", mla ? 64 : 0, kMaxHeadDim},
-      {&d->qk_nope_head_dim, "qk_nope_head_dim", mla ? 128 : 0, kMaxHeadDim},
-      {&d->v_head_dim, "v_head_dim", mla ? 128 : 0, kMaxHeadDim},
-      {&d->q_lora_rank, "q_lora_rank", 0, kMaxLatentDim},
-      {&d->num_experts, "n_routed_experts", std::max(local_experts, experts), kMaxExperts},
-      {&d->num_shared_experts, "n_shared_experts", 0, kMaxExperts},
-      {&d->expert_ffn_dim, "moe_intermediate_size", 0, kMaxWidth},
+      {&d->config.mla.qk_rope_head_dim, "qk_rope_head_dim", mla ? 64 : 0, kMaxHeadDim},
+      {&d->config.mla.qk_nope_head_dim, "qk_nope_head_dim", mla ? 128 : 0, kMaxHeadDim},
+      {&d->config.mla.v_head_dim, "v_head_dim", mla ? 128 : 0, kMaxHeadDim},
+      {&d->config.mla.q_lora_rank, "q_lora_rank", 0, kMaxLatentDim},
+      {&d->config.moe.num_experts, "n_routed_experts", std::max(local_experts, experts), kMaxExperts},
+      {&d->config.moe.num_shared_experts, "n_shared_experts", 0, kMaxExperts},
+      {&d->config.moe.expert_ffn_dim, "moe_intermediate_size", 0, kMaxWidth},
       {&d->shared_expert_ffn_dim, "shared_expert_intermediate_size", 0, kMaxWidth},
-      {&d->first_dense_layers, "first_k_dense_replace", 0, kMaxLayers},
+      {&d->config.moe.first_dense_layers, "first_k_dense_replace", 0, kMaxLayers},
       {&d->moe_layer_freq, "moe_layer_freq", 1, kMaxLayers}};
   for (const auto& [field, key, def, max] : fields) {
     KV_ASSIGN_OR_RETURN(*field, IntInRange(j, key, def, max));
   }
-  if (mla) d->config.head_dim = d->qk_nope_head_dim + d->qk_rope_head_dim;
+  if (mla) d->config.head_dim = d->config.mla.qk_nope_head_dim + d->config.mla.qk_rope_head_dim;
   return OkStatus();
 }
 
@@ -150,26 +150,74 @@ StatusOr<double> GgufFloat(const GgufFile& file, const std::string& arch, const 
   return v.status();
 }
 
-// DeepSeek2 MLA (attention.kv_lora_rank) and llama.cpp's expert keys.
+// DeepSeek2 MLA (attention.kv_lora_rank) and llama.cpp's expert keys. MLA files as llama.cpp's
+// converter writes them since b5137 state key_length_mla / value_length_mla (the per-head
+// query/key and value widths) beside key_length = kv_lora_rank + rope and head_count_kv = 1
+// (the latent cache as llama.cpp sees it); older files state the per-head widths in
+// key_length / value_length. Either way config.head_dim is nope + rope and num_kv_heads is
+// num_heads.
 Status ReadGgufMlaAndExperts(const GgufFile& file, const std::string& arch, ModelDescription* d) {
-  const ModelConfig& c = d->config;
-  KV_ASSIGN_OR_RETURN(d->kv_lora_rank, GgufInt(file, arch, "attention.kv_lora_rank", 0));
-  if (d->kv_lora_rank > 0) {  // the latent plus the RoPE key per token
-    KV_ASSIGN_OR_RETURN(d->qk_rope_head_dim,
+  ModelConfig& c = d->config;
+  MlaConfig& mla = c.mla;
+  KV_ASSIGN_OR_RETURN(mla.kv_lora_rank, GgufInt(file, arch, "attention.kv_lora_rank", 0));
+  if (mla.kv_lora_rank > 0) {  // the latent plus the RoPE key per token
+    KV_ASSIGN_OR_RETURN(mla.qk_rope_head_dim,
                         GgufInt(file, arch, "rope.dimension_count", 0, /*required=*/true));
-    d->qk_nope_head_dim = c.head_dim > d->qk_rope_head_dim ? c.head_dim - d->qk_rope_head_dim : 0;
-    KV_ASSIGN_OR_RETURN(d->v_head_dim, GgufInt(file, arch, "attention.value_length", 0));
-    KV_ASSIGN_OR_RETURN(d->q_lora_rank, GgufInt(file, arch, "attention.q_lora_rank", 0));
+    KV_ASSIGN_OR_RETURN(const int64_t key_mla, GgufInt(file, arch, "attention.key_length_mla", 0));
+    KV_ASSIGN_OR_RETURN(const int64_t value_mla,
+                        GgufInt(file, arch, "attention.value_length_mla", 0));
+    if (key_mla > 0 && value_mla > 0) {
+      c.head_dim = key_mla;
+      mla.v_head_dim = value_mla;
+      c.num_kv_heads = c.num_heads;
+      mla.split_kv_b = true;
+    } else {
+      KV_ASSIGN_OR_RETURN(mla.v_head_dim, GgufInt(file, arch, "attention.value_length", 0));
+    }
+    c.rope.head_dim = c.head_dim;
+    mla.qk_nope_head_dim = c.head_dim > mla.qk_rope_head_dim ? c.head_dim - mla.qk_rope_head_dim : 0;
+    KV_ASSIGN_OR_RETURN(mla.q_lora_rank, GgufInt(file, arch, "attention.q_lora_rank", 0));
+    // Stored as 0.1 * mscale_all_dim (llama.cpp's converter; its loader divides by 0.1).
+    KV_ASSIGN_OR_RETURN(const double log_mul,
+                        GgufFloat(file, arch, "rope.scaling.yarn_log_multiplier", 0.0));
+    mla.yarn_log_multiplier = static_cast<float>(log_mul / 0.1);
   }
+  MoeConfig& moe = c.moe;
+  int64_t groups = 0, groups_used = 0, gating = 0;
   const std::tuple<int64_t*, const char*, int64_t> fields[] = {
-      {&d->num_experts, "expert_count", 0},
-      {&d->num_shared_experts, "expert_shared_count", 0},
-      {&d->expert_ffn_dim, "expert_feed_forward_length", 0},
+      {&moe.num_experts, "expert_count", 0},
+      {&moe.num_experts_used, "expert_used_count", 0},
+      {&moe.num_shared_experts, "expert_shared_count", 0},
+      {&moe.expert_ffn_dim, "expert_feed_forward_length", 0},
       {&d->shared_expert_ffn_dim, "expert_shared_feed_forward_length", 0},
-      {&d->first_dense_layers, "leading_dense_block_count", 0},
+      {&moe.first_dense_layers, "leading_dense_block_count", 0},
+      {&groups, "expert_group_count", 0},
+      {&groups_used, "expert_group_used_count", 0},
+      {&gating, "expert_gating_func", 0},
       {&d->sliding_window_tokens, "attention.sliding_window", 0}};
   for (const auto& [field, key, def] : fields) {
     KV_ASSIGN_OR_RETURN(*field, GgufInt(file, arch, key, def));
+  }
+  moe.num_groups = std::max<int64_t>(1, groups);
+  moe.num_groups_used = groups > 1 ? groups_used : 1;
+  // llama.cpp LLAMA_EXPERT_GATING_FUNC_TYPE: 0 none (softmax for DeepSeek), 1 softmax,
+  // 2 sigmoid; the others are not DeepSeek's.
+  if (gating < 0 || gating > 2) {
+    return UnimplementedError("expert_gating_func " + std::to_string(gating) +
+                              " (supported: 1 softmax, 2 sigmoid)");
+  }
+  moe.gating = gating == 2 ? ExpertGating::kSigmoid : ExpertGating::kSoftmax;
+  KV_ASSIGN_OR_RETURN(const double scale, GgufFloat(file, arch, "expert_weights_scale", 0.0));
+  moe.weights_scale = scale == 0.0 ? 1.0f : static_cast<float>(scale);  // 0: no scaling
+  StatusOr<bool> norm = file.GetBool(arch + ".expert_weights_norm");
+  if (norm.ok()) {
+    moe.normalize_weights = *norm;
+  } else if (norm.status().code() != StatusCode::kNotFound) {
+    return norm.status();
+  }
+  if (moe.num_experts > 0) {
+    moe.selection_bias = file.FindTensor("blk." + std::to_string(moe.first_dense_layers) +
+                                         ".exp_probs_b.bias") != nullptr;
   }
   return OkStatus();
 }
@@ -244,7 +292,7 @@ StatusOr<ModelDescription> DescribeHfConfig(const json& root) {
   }
   KV_RETURN_IF_ERROR(ParseHfMlaAndExperts(j, &d));
   c.rope.head_dim = c.head_dim;
-  c.rope.rotary_dim = d.is_mla() ? d.qk_rope_head_dim : c.head_dim;
+  c.rope.rotary_dim = d.is_mla() ? d.config.mla.qk_rope_head_dim : c.head_dim;
   KV_RETURN_IF_ERROR(ParseHfRopeScaling(j, &d));
   return d;
 }

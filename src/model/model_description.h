@@ -37,24 +37,13 @@ struct ModelDescription {
   std::string rope_scaling_type;
   int64_t sliding_window_tokens = 0;  // 0: full attention
 
-  // DeepSeek MLA (kv_lora_rank > 0): per token and layer the cache holds the compressed latent
-  // (kv_lora_rank values) and the decoupled RoPE key (qk_rope_head_dim values).
-  int64_t kv_lora_rank = 0;
-  int64_t q_lora_rank = 0;  // 0: q_proj without low-rank compression (V2-Lite)
-  int64_t qk_nope_head_dim = 0;
-  int64_t qk_rope_head_dim = 0;
-  int64_t v_head_dim = 0;
-
-  // Mixture of experts (num_experts > 0). Layer i uses experts when i >= first_dense_layers
-  // and (moe_layer_freq <= 1 or i % moe_layer_freq == 0); other layers use config.ffn_dim.
-  int64_t num_experts = 0;         // routed experts per MoE layer
-  int64_t num_shared_experts = 0;  // DeepSeek: always-on experts of expert_ffn_dim
-  int64_t expert_ffn_dim = 0;      // each expert's inner width; 0: config.ffn_dim
+  // DeepSeek MLA and mixture-of-experts fields are config.mla and config.moe. Layer i of a
+  // described MoE model uses experts when config.moe.IsMoeLayer(i) and (moe_layer_freq <= 1 or
+  // i % moe_layer_freq == 0). Described but not run: Qwen MoE's one shared expert.
   int64_t shared_expert_ffn_dim = 0;  // Qwen MoE: one shared expert of this width
-  int64_t first_dense_layers = 0;
   int64_t moe_layer_freq = 1;
 
-  bool is_mla() const { return kv_lora_rank > 0; }
+  bool is_mla() const { return config.is_mla(); }
 };
 
 // Ranges the readers accept: every real model, and products of them that stay in int64.

@@ -56,7 +56,7 @@ TEST(ModelDescriptionTest, HfLlama) {
   EXPECT_EQ(c.rope.scaling, RopeScalingType::kLlama3);
   EXPECT_FLOAT_EQ(c.rope.scaling_factor, 8.0f);
   EXPECT_FALSE(d->is_mla());
-  EXPECT_EQ(d->num_experts, 0);
+  EXPECT_EQ(d->config.moe.num_experts, 0);
 }
 
 TEST(ModelDescriptionTest, HfDeepSeekMlaAndExperts) {
@@ -64,11 +64,11 @@ TEST(ModelDescriptionTest, HfDeepSeekMlaAndExperts) {
   ASSERT_TRUE(d.ok()) << d.status().message();
   EXPECT_EQ(d->config.architecture, "deepseek_v2");
   EXPECT_TRUE(d->is_mla());
-  EXPECT_EQ(std::tuple(d->kv_lora_rank, d->qk_rope_head_dim, d->qk_nope_head_dim, d->q_lora_rank),
+  EXPECT_EQ(std::tuple(d->config.mla.kv_lora_rank, d->config.mla.qk_rope_head_dim, d->config.mla.qk_nope_head_dim, d->config.mla.q_lora_rank),
             std::tuple(512, 64, 128, 0));
   EXPECT_EQ(d->config.head_dim, 192);
-  EXPECT_EQ(std::tuple(d->num_experts, d->num_shared_experts, d->expert_ffn_dim,
-                       d->first_dense_layers),
+  EXPECT_EQ(std::tuple(d->config.moe.num_experts, d->config.moe.num_shared_experts, d->config.moe.expert_ffn_dim,
+                       d->config.moe.first_dense_layers),
             std::tuple(64, 2, 1408, 1));
   EXPECT_EQ(d->rope_scaling_type, "yarn") << "named, not refused";
   EXPECT_EQ(d->config.rope.scaling, RopeScalingType::kNone);
@@ -80,14 +80,14 @@ TEST(ModelDescriptionTest, HfVariants) {
       R"({"model_type": "mixtral", "num_hidden_layers": 2, "num_attention_heads": 4,
           "num_local_experts": 8, "sliding_window": 4096})");
   ASSERT_TRUE(d.ok()) << d.status().message();
-  EXPECT_EQ(d->num_experts, 8);
+  EXPECT_EQ(d->config.moe.num_experts, 8);
   EXPECT_EQ(d->sliding_window_tokens, 4096);
   d = DescribeHfConfigText(
       R"({"model_type": "qwen2_moe", "num_hidden_layers": 2, "num_attention_heads": 4,
           "num_experts": 60, "shared_expert_intermediate_size": 5632,
           "sliding_window": 4096, "use_sliding_window": false})");
   ASSERT_TRUE(d.ok()) << d.status().message();
-  EXPECT_EQ(d->num_experts, 60);
+  EXPECT_EQ(d->config.moe.num_experts, 60);
   EXPECT_EQ(d->shared_expert_ffn_dim, 5632);
   EXPECT_EQ(d->sliding_window_tokens, 0);
   EXPECT_TRUE(d->config.qkv_bias);
@@ -140,7 +140,8 @@ TEST_F(GgufDescriptionTest, SavedModelDescribesItsConfig) {
   EXPECT_EQ(d->config.NumParameters(), tiny->config.NumParameters());
 }
 
-TEST_F(GgufDescriptionTest, DeepSeek2IsMlaAndTheLoaderRefusesIt) {
+// An MLA file of the older layout (attn_kv_b; per-head widths in key_length / value_length).
+TEST_F(GgufDescriptionTest, DeepSeek2IsMlaAndTheLoaderRefusesYarn) {
   GgufWriter w;
   w.Set("general.architecture", GgufValue::String("deepseek2"));
   w.Set("deepseek2.rope.scaling.type", GgufValue::String("yarn"));
@@ -161,14 +162,16 @@ TEST_F(GgufDescriptionTest, DeepSeek2IsMlaAndTheLoaderRefusesIt) {
   ASSERT_TRUE(d.ok()) << d.status().message();
   EXPECT_EQ(d->config.name, "ds.gguf");
   EXPECT_EQ(d->config.num_kv_heads, 16);
-  EXPECT_EQ(std::tuple(d->kv_lora_rank, d->qk_rope_head_dim, d->qk_nope_head_dim, d->v_head_dim),
+  EXPECT_EQ(std::tuple(d->config.mla.kv_lora_rank, d->config.mla.qk_rope_head_dim, d->config.mla.qk_nope_head_dim, d->config.mla.v_head_dim),
             std::tuple(512, 64, 128, 128));
-  EXPECT_EQ(std::tuple(d->num_experts, d->num_shared_experts, d->first_dense_layers),
+  EXPECT_EQ(std::tuple(d->config.moe.num_experts, d->config.moe.num_shared_experts, d->config.moe.first_dense_layers),
             std::tuple(64, 2, 1));
   EXPECT_EQ(d->rope_scaling_type, "yarn");
+  EXPECT_FALSE(d->config.mla.split_kv_b);
   StatusOr<LoadedModel> loaded = LoadGgufModel(path("ds.gguf"), {});
   ASSERT_FALSE(loaded.ok());
-  EXPECT_NE(loaded.status().message().find("deepseek2"), std::string::npos);
+  EXPECT_NE(loaded.status().message().find("yarn"), std::string::npos)
+      << loaded.status().message();
 }
 
 }  // namespace

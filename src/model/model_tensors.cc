@@ -21,9 +21,53 @@ bool IsWeightDType(DType d) {
 
 }  // namespace
 
+namespace {
+
+void AddMlaTensors(const ModelConfig& c, const std::string& p, std::vector<ExpectedTensor>* out) {
+  const MlaConfig& m = c.mla;
+  const int64_t h = c.hidden_dim, q_dim = c.num_heads * c.head_dim;
+  if (m.q_lora_rank > 0) {
+    out->push_back({p + "attn_q_a_norm.weight", {m.q_lora_rank}, true});
+    out->push_back({p + "attn_q_a.weight", {m.q_lora_rank, h}, false});
+    out->push_back({p + "attn_q_b.weight", {q_dim, m.q_lora_rank}, false});
+  } else {
+    out->push_back({p + "attn_q.weight", {q_dim, h}, false});
+  }
+  out->push_back({p + "attn_kv_a_norm.weight", {m.kv_lora_rank}, true});
+  out->push_back({p + "attn_kv_a_mqa.weight", {m.kv_lora_rank + m.qk_rope_head_dim, h}, false});
+  if (m.split_kv_b) {
+    out->push_back({p + "attn_k_b.weight", {c.num_heads, m.kv_lora_rank, m.qk_nope_head_dim},
+                    false});
+    out->push_back({p + "attn_v_b.weight", {c.num_heads, m.v_head_dim, m.kv_lora_rank}, false});
+  } else {
+    out->push_back({p + "attn_kv_b.weight",
+                    {c.num_heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank},
+                    false});
+  }
+}
+
+void AddMoeTensors(const ModelConfig& c, const std::string& p, std::vector<ExpectedTensor>* out) {
+  const MoeConfig& m = c.moe;
+  const int64_t h = c.hidden_dim, E = m.num_experts, F = m.expert_ffn_dim;
+  out->push_back({p + "ffn_gate_inp.weight", {E, h}, false});
+  if (m.selection_bias) out->push_back({p + "exp_probs_b.bias", {E}, true});
+  out->push_back({p + "ffn_gate_exps.weight", {E, F, h}, false});
+  out->push_back({p + "ffn_down_exps.weight", {E, h, F}, false});
+  out->push_back({p + "ffn_up_exps.weight", {E, F, h}, false});
+  if (m.num_shared_experts > 0) {
+    const int64_t S = m.num_shared_experts * F;
+    out->push_back({p + "ffn_gate_shexp.weight", {S, h}, false});
+    out->push_back({p + "ffn_down_shexp.weight", {h, S}, false});
+    out->push_back({p + "ffn_up_shexp.weight", {S, h}, false});
+  }
+}
+
+}  // namespace
+
 std::vector<ExpectedTensor> ExpectedModelTensors(const ModelConfig& c) {
   const int64_t h = c.hidden_dim, q_dim = c.num_heads * c.head_dim,
                 kv_dim = c.num_kv_heads * c.head_dim;
+  const int64_t attn_out = c.is_mla() ? c.num_heads * c.mla.v_head_dim : q_dim;
   std::vector<ExpectedTensor> out;
   out.push_back({"token_embd.weight", {c.vocab_size, h}, false});
   out.push_back({"output_norm.weight", {h}, true});
@@ -31,19 +75,27 @@ std::vector<ExpectedTensor> ExpectedModelTensors(const ModelConfig& c) {
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     out.push_back({p + "attn_norm.weight", {h}, true});
-    out.push_back({p + "attn_q.weight", {q_dim, h}, false});
-    out.push_back({p + "attn_k.weight", {kv_dim, h}, false});
-    out.push_back({p + "attn_v.weight", {kv_dim, h}, false});
+    if (c.is_mla()) {
+      AddMlaTensors(c, p, &out);
+    } else {
+      out.push_back({p + "attn_q.weight", {q_dim, h}, false});
+      out.push_back({p + "attn_k.weight", {kv_dim, h}, false});
+      out.push_back({p + "attn_v.weight", {kv_dim, h}, false});
+    }
     if (c.qkv_bias) {
       out.push_back({p + "attn_q.bias", {q_dim}, true});
       out.push_back({p + "attn_k.bias", {kv_dim}, true});
       out.push_back({p + "attn_v.bias", {kv_dim}, true});
     }
-    out.push_back({p + "attn_output.weight", {h, q_dim}, false});
+    out.push_back({p + "attn_output.weight", {h, attn_out}, false});
     out.push_back({p + "ffn_norm.weight", {h}, true});
-    out.push_back({p + "ffn_gate.weight", {c.ffn_dim, h}, false});
-    out.push_back({p + "ffn_up.weight", {c.ffn_dim, h}, false});
-    out.push_back({p + "ffn_down.weight", {h, c.ffn_dim}, false});
+    if (c.moe.IsMoeLayer(l)) {
+      AddMoeTensors(c, p, &out);
+    } else {
+      out.push_back({p + "ffn_gate.weight", {c.ffn_dim, h}, false});
+      out.push_back({p + "ffn_up.weight", {c.ffn_dim, h}, false});
+      out.push_back({p + "ffn_down.weight", {h, c.ffn_dim}, false});
+    }
   }
   return out;
 }

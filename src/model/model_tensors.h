@@ -20,7 +20,10 @@ struct ExpectedTensor {
 };
 
 // token_embd, output_norm, output (unless tied), then blk.N.{attn_norm, attn_q, attn_k,
-// attn_v, [attn_q/k/v.bias], attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down}.
+// attn_v, [attn_q/k/v.bias], attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down}. MLA layers
+// have attn_q (or attn_q_a_norm, attn_q_a, attn_q_b), attn_kv_a_norm, attn_kv_a_mqa and
+// attn_k_b + attn_v_b (or attn_kv_b) instead of attn_q/k/v; MoE layers ffn_gate_inp,
+// [exp_probs_b], ffn_{gate,down,up}_exps and ffn_{gate,down,up}_shexp instead of the dense FFN.
 std::vector<ExpectedTensor> ExpectedModelTensors(const ModelConfig& config);
 
 // Fills `out` with every tensor `config` needs, obtained from `lookup`, after checking its

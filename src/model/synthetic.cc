@@ -62,9 +62,35 @@ ModelConfig BaseConfig(const std::string& name, const std::string& arch) {
 }
 
 void FinishConfig(ModelConfig* c) {
+  if (c->is_mla()) {  // DeepSeek: per-head key nope + rope, RoPE on the rope part only
+    c->head_dim = c->mla.qk_nope_head_dim + c->mla.qk_rope_head_dim;
+    c->num_kv_heads = c->num_heads;
+    c->rope.head_dim = c->head_dim;
+    c->rope.rotary_dim = c->mla.qk_rope_head_dim;
+    return;
+  }
   if (c->head_dim == 0) c->head_dim = c->hidden_dim / c->num_heads;
   c->rope.head_dim = c->head_dim;
   c->rope.rotary_dim = c->head_dim;
+}
+
+// DeepSeek V2/V3 structure: MLA attention (W_UK / W_UV stored split, as llama.cpp's MLA files),
+// MoE layers after `first_dense` dense ones.
+ModelConfig DeepseekConfig(const std::string& name, int64_t vocab, int64_t hidden, int64_t ffn,
+                           int64_t layers, int64_t heads, MlaConfig mla, MoeConfig moe) {
+  ModelConfig c = BaseConfig(name, "deepseek2");
+  c.vocab_size = vocab;
+  c.hidden_dim = hidden;
+  c.ffn_dim = ffn;
+  c.num_layers = layers;
+  c.num_heads = heads;
+  c.mla = mla;
+  c.mla.split_kv_b = true;
+  c.moe = moe;
+  c.rope.theta = 10000.0f;
+  c.norm_eps = 1e-6f;
+  c.tied_embeddings = false;
+  return c;
 }
 
 // Our own sample of plain English for the first merges of the synthetic vocabulary.
@@ -108,7 +134,8 @@ bool IsWordish(const std::string& bytes) {
 }  // namespace
 
 std::vector<std::string> SyntheticPresetNames() {
-  return {"tiny", "smollm2-135m", "qwen2.5-0.5b", "llama-3.2-1b"};
+  return {"tiny",           "smollm2-135m",     "qwen2.5-0.5b",    "llama-3.2-1b",
+          "deepseek-v2-tiny", "deepseek-v3-tiny", "deepseek-v2-lite"};
 }
 
 StatusOr<ModelConfig> SyntheticPresetConfig(const std::string& preset) {
@@ -168,6 +195,49 @@ StatusOr<ModelConfig> SyntheticPresetConfig(const std::string& preset) {
     c.rope.llama3_original_max_positions = 8192;
     c.norm_eps = 1e-5f;
     c.tied_embeddings = true;
+  } else if (preset == "deepseek-v2-tiny") {  // V2's structure, small: softmax routing
+    MlaConfig mla{.q_lora_rank = 0, .kv_lora_rank = 64, .qk_nope_head_dim = 32,
+                  .qk_rope_head_dim = 16, .v_head_dim = 32};
+    MoeConfig moe;
+    moe.num_experts = 8;
+    moe.num_experts_used = 2;
+    moe.num_shared_experts = 2;
+    moe.expert_ffn_dim = 64;
+    moe.first_dense_layers = 1;
+    moe.gating = ExpertGating::kSoftmax;
+    c = DeepseekConfig("deepseek-v2-tiny", 512, 128, 256, 4, 4, mla, moe);
+    c.max_seq_len = 2048;
+  } else if (preset == "deepseek-v3-tiny") {  // V3's: q LoRA, sigmoid + bias, expert groups
+    MlaConfig mla{.q_lora_rank = 96, .kv_lora_rank = 64, .qk_nope_head_dim = 32,
+                  .qk_rope_head_dim = 16, .v_head_dim = 32};
+    MoeConfig moe;
+    moe.num_experts = 16;
+    moe.num_experts_used = 4;
+    moe.num_shared_experts = 1;
+    moe.expert_ffn_dim = 64;
+    moe.first_dense_layers = 1;
+    moe.gating = ExpertGating::kSigmoid;
+    moe.selection_bias = true;
+    moe.normalize_weights = true;
+    moe.weights_scale = 2.5f;
+    moe.num_groups = 4;
+    moe.num_groups_used = 2;
+    c = DeepseekConfig("deepseek-v3-tiny", 512, 128, 256, 4, 4, mla, moe);
+    c.max_seq_len = 2048;
+  } else if (preset == "deepseek-v2-lite") {  // deepseek-ai/DeepSeek-V2-Lite config.json
+    MlaConfig mla{.q_lora_rank = 0, .kv_lora_rank = 512, .qk_nope_head_dim = 128,
+                  .qk_rope_head_dim = 64, .v_head_dim = 128};
+    MoeConfig moe;
+    moe.num_experts = 64;
+    moe.num_experts_used = 6;
+    moe.num_shared_experts = 2;
+    moe.expert_ffn_dim = 1408;
+    moe.first_dense_layers = 1;
+    moe.gating = ExpertGating::kSoftmax;
+    c = DeepseekConfig("DeepSeek-V2-Lite", 102400, 2048, 10944, 27, 16, mla, moe);
+    // The real model extends its 4096-token RoPE with YaRN (factor 40) to 163840 tokens;
+    // kvserve does not implement YaRN yet, so the preset keeps the original RoPE.
+    c.max_seq_len = 163840;
   } else {
     std::string names;
     for (const auto& n : SyntheticPresetNames()) names += (names.empty() ? "" : ", ") + n;
@@ -352,7 +422,9 @@ StatusOr<LoadedModel> MakeSyntheticModel(const SyntheticModelOptions& options,
                                   std::to_string(DTypeBlockElems(dt)) + " as " + DTypeName(dt) +
                                   " needs");
     }
-    total_bytes += DTypeRowBytes(dt, s.shape.back()) * (s.shape.size() > 1 ? s.shape[0] : 1);
+    int64_t rows = 1;
+    for (size_t i = 0; i + 1 < s.shape.size(); ++i) rows *= s.shape[i];
+    total_bytes += DTypeRowBytes(dt, s.shape.back()) * rows;
   }
 
   // Uniform in [-a, a) has std a / sqrt(3): a = 0.02 * sqrt(3) gives std 0.02.

@@ -41,32 +41,11 @@ int64_t ToParams(__int128 v) {
   return v <= 0 || v > static_cast<__int128>(INT64_MAX) ? 0 : static_cast<int64_t>(v);
 }
 
-// Parameters of a DeepSeek V2/V3 model: embeddings, MLA projections and norms, dense or MoE
-// feed-forward per layer (routed + shared experts + router).
+// Parameters of a DeepSeek V2/V3 model: ModelConfig's count (embeddings, MLA projections and
+// norms, dense or MoE feed-forward per layer with routed and shared experts and the router).
 int64_t MlaParameters(const ModelDescription& d) {
-  const ModelConfig& c = d.config;
-  const __int128 h = c.hidden_dim;
-  const __int128 heads = c.num_heads;
-  const __int128 qk_head = d.qk_nope_head_dim + d.qk_rope_head_dim;
-  __int128 attn = 0;
-  if (d.q_lora_rank > 0) {  // q_a_proj, its norm, q_b_proj
-    attn += h * d.q_lora_rank + d.q_lora_rank + d.q_lora_rank * heads * qk_head;
-  } else {
-    attn += h * heads * qk_head;
-  }
-  attn += h * (d.kv_lora_rank + d.qk_rope_head_dim) + d.kv_lora_rank;  // kv_a_proj + norm
-  attn += d.kv_lora_rank * heads * (d.qk_nope_head_dim + d.v_head_dim);  // kv_b_proj
-  attn += heads * d.v_head_dim * h;                                      // o_proj
-  const __int128 dense_mlp = 3 * h * c.ffn_dim;
-  const __int128 moe_mlp = 3 * h * d.expert_ffn_dim * (d.num_experts + d.num_shared_experts) +
-                           h * d.num_experts;
-  __int128 total = h * c.vocab_size * (c.tied_embeddings ? 1 : 2) + h;  // embeddings, final norm
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    const bool moe = d.num_experts > 0 && i >= d.first_dense_layers &&
-                     (d.moe_layer_freq <= 1 || i % d.moe_layer_freq == 0);
-    total += attn + 2 * h + (moe ? moe_mlp : dense_mlp);
-  }
-  return ToParams(total);
+  const int64_t n = d.config.NumParameters();
+  return n > 0 ? n : 0;
 }
 
 // Stored weight bytes of a Hugging Face folder: the index's metadata.total_size, else the
@@ -180,15 +159,15 @@ ModelDescription Dense(const char* name, const char* arch, int64_t vocab, int64_
 ModelDescription DeepSeekV2Lite() {
   ModelDescription d =
       Dense("DeepSeek-V2-Lite", "deepseek_v2", 102400, 2048, 10944, 27, 16, 16, 192, 163840);
-  d.kv_lora_rank = 512;
-  d.q_lora_rank = 0;
-  d.qk_nope_head_dim = 128;
-  d.qk_rope_head_dim = 64;
-  d.v_head_dim = 128;
-  d.num_experts = 64;
-  d.num_shared_experts = 2;
-  d.expert_ffn_dim = 1408;
-  d.first_dense_layers = 1;
+  d.config.mla.kv_lora_rank = 512;
+  d.config.mla.q_lora_rank = 0;
+  d.config.mla.qk_nope_head_dim = 128;
+  d.config.mla.qk_rope_head_dim = 64;
+  d.config.mla.v_head_dim = 128;
+  d.config.moe.num_experts = 64;
+  d.config.moe.num_shared_experts = 2;
+  d.config.moe.expert_ffn_dim = 1408;
+  d.config.moe.first_dense_layers = 1;
   d.moe_layer_freq = 1;
   return d;
 }
@@ -231,14 +210,14 @@ int64_t EstimateParameters(const ModelDescription& d) {
   // ModelConfig's count without feed-forward for MoE models, plus every expert (of
   // expert_ffn_dim, else ffn_dim), the router and the shared experts.
   ModelConfig c = d.config;
-  if (d.num_experts > 0) c.ffn_dim = 0;
+  if (d.config.moe.num_experts > 0) c.ffn_dim = 0;
   const int64_t dense = c.NumParameters();
   if (dense <= 0) return 0;
-  if (d.num_experts == 0) return dense;
+  if (d.config.moe.num_experts == 0) return dense;
   const __int128 h = c.hidden_dim;
-  const __int128 expert_ffn = d.expert_ffn_dim > 0 ? d.expert_ffn_dim : d.config.ffn_dim;
-  const __int128 per_layer = 3 * h * expert_ffn * (d.num_experts + d.num_shared_experts) +
-                             h * d.num_experts + 3 * h * d.shared_expert_ffn_dim;
+  const __int128 expert_ffn = d.config.moe.expert_ffn_dim > 0 ? d.config.moe.expert_ffn_dim : d.config.ffn_dim;
+  const __int128 per_layer = 3 * h * expert_ffn * (d.config.moe.num_experts + d.config.moe.num_shared_experts) +
+                             h * d.config.moe.num_experts + 3 * h * d.shared_expert_ffn_dim;
   return ToParams(dense + per_layer * c.num_layers);
 }
 
@@ -255,8 +234,8 @@ PlanModel PlanModelFromDescription(const ModelDescription& d, const std::string&
   m.head_dim = c.head_dim;
   if (d.is_mla()) {  // DeepSeek V2/V3: the latent and the RoPE key are cached
     m.kv_layout = KvLayout::kMlaLatent;
-    m.kv_lora_rank = d.kv_lora_rank;
-    m.qk_rope_head_dim = d.qk_rope_head_dim;
+    m.kv_lora_rank = d.config.mla.kv_lora_rank;
+    m.qk_rope_head_dim = d.config.mla.qk_rope_head_dim;
   }
   m.hidden_dim = c.hidden_dim;
   m.vocab_size = c.vocab_size;
@@ -310,16 +289,15 @@ Status ValidatePlanModel(const PlanModel& m) {
 }
 
 KvCacheSpec PlanKvCacheSpec(const PlanModel& m, DType dtype, int64_t block_size) {
+  if (m.kv_layout == KvLayout::kMlaLatent) {
+    return KvCacheSpec::MlaLatent(m.num_layers, m.kv_lora_rank, m.qk_rope_head_dim, dtype,
+                                  block_size);
+  }
   KvCacheSpec spec;
   spec.layout = m.kv_layout;
   spec.num_layers = m.num_layers;
-  if (m.kv_layout == KvLayout::kSeparateKv) {
-    spec.num_kv_heads = m.num_kv_heads;
-    spec.head_dim = m.head_dim;
-  } else {
-    spec.latent_dim = m.kv_lora_rank;
-    spec.rope_dim = m.qk_rope_head_dim;
-  }
+  spec.num_kv_heads = m.num_kv_heads;
+  spec.head_dim = m.head_dim;
   spec.dtype = dtype;
   spec.block_size = block_size;
   return spec;

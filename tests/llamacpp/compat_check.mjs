@@ -3,7 +3,8 @@
 //   A. `kvserve convert` of stories260K.bin -> GGUF: llama.cpp loads it, its tokenizer gives
 //      greedy_reference.json's prompt ids, its greedy continuation equals the reference and
 //      kvserve's own greedy output on the same GGUF.
-//   B. `kvserve mkmodel --preset tiny` in f32/f16/bf16/q8_0 and with the llama SPM vocabulary:
+//   B. `kvserve mkmodel --preset tiny` in f32/f16/bf16/q8_0 and with the llama SPM vocabulary,
+//      and the DeepSeek presets deepseek-v2-tiny / deepseek-v3-tiny in f32 and q8_0:
 //      llama.cpp loads each, metadata matches, tokenization matches `kvserve tokenize`, greedy
 //      continuations of both engines agree.
 // Greedy sequences may only part where kvserve's token is within a per-dtype tolerance of
@@ -140,6 +141,16 @@ const cases = [
     argv: ["--preset", "tiny", "--dtype", "f32", "--vocab-from", spmVocab], dtype: "f32"},
   {name: "tiny llama-spm vocab q8_0",
     argv: ["--preset", "tiny", "--dtype", "q8_0", "--vocab-from", spmVocab], dtype: "q8_0"},
+  // DeepSeek MLA + MoE (issue 14): V2's structure and V3's (q LoRA, sigmoid routing with a
+  // selection bias, expert groups), as llama.cpp's MLA files store them (attn_k_b / attn_v_b).
+  {name: "deepseek-v2-tiny f32", argv: ["--preset", "deepseek-v2-tiny", "--dtype", "f32"],
+    dtype: "f32", arch: "deepseek2"},
+  {name: "deepseek-v2-tiny q8_0", argv: ["--preset", "deepseek-v2-tiny", "--dtype", "q8_0"],
+    dtype: "q8_0", arch: "deepseek2"},
+  {name: "deepseek-v3-tiny f32", argv: ["--preset", "deepseek-v3-tiny", "--dtype", "f32"],
+    dtype: "f32", arch: "deepseek2"},
+  {name: "deepseek-v3-tiny q8_0", argv: ["--preset", "deepseek-v3-tiny", "--dtype", "q8_0"],
+    dtype: "q8_0", arch: "deepseek2"},
 ];
 if (args.qwen) {
   cases.push({name: "qwen2.5-0.5b q8_0", argv: ["--preset", "qwen2.5-0.5b", "--dtype", "q8_0"],
