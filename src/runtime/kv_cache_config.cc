@@ -19,7 +19,13 @@ std::string Bytes(double b) { return FormatBytesDecimalAndBinary(b); }
 int64_t ForwardWorkspaceBytes(const ModelConfig& c, int64_t num_tokens) {
   const int64_t q_dim = c.num_heads * c.head_dim;
   const int64_t kv_dim = c.num_kv_heads * c.head_dim;
-  const int64_t floats_per_row = 2 * c.hidden_dim + 2 * q_dim + 2 * c.ffn_dim + 2 * kv_dim;
+  int64_t floats_per_row = 2 * c.hidden_dim + 2 * q_dim + 2 * c.ffn_dim + 2 * kv_dim;
+  if (c.is_mla()) {  // absorbed queries and latent-space outputs, the latent rows
+    const int64_t row = c.mla.kv_lora_rank + c.mla.qk_rope_head_dim;
+    floats_per_row += 2 * c.num_heads * row + row;
+  }
+  if (c.is_moe()) floats_per_row += c.hidden_dim + 3 * c.moe.expert_ffn_dim *
+                                                       std::max<int64_t>(1, c.moe.num_shared_experts);
   return num_tokens * floats_per_row * 4 + c.vocab_size * 4;
 }
 

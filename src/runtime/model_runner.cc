@@ -12,7 +12,7 @@ ModelRunner::ModelRunner(LlamaModel* model, KvStorage* storage, ThreadPool* pool
     : model_(model),
       storage_(storage),
       pool_(pool),
-      attention_mass_(model->config().num_layers, model->config().num_kv_heads) {
+      attention_mass_(model->config().num_layers, storage->spec().num_kv_heads) {
   KV_CHECK(model_ != nullptr && storage_ != nullptr);
 }
 
