@@ -17,7 +17,12 @@ enum class RopeLayout {
   kNeox,         // pairs (x[i], x[i + rotary_dim/2]): HF Llama, Qwen2, GGUF `qwen2`
 };
 
-enum class RopeScalingType { kNone, kLinear, kLlama3 };
+// kYarn: YaRN's frequencies (Peng et al. 2023, as HF DeepseekV2YarnRotaryEmbedding and ggml
+// rope_yarn compute them): pairs rotating faster than beta_fast turns over the original context
+// keep their frequency, pairs slower than beta_slow are divided by scaling_factor, a linear
+// ramp between. Its attention factor is the model's business (DeepSeek folds it into the
+// softmax scale, MlaConfig::yarn_log_multiplier).
+enum class RopeScalingType { kNone, kLinear, kLlama3, kYarn };
 
 struct RopeOptions {
   int64_t head_dim = 0;
@@ -29,6 +34,9 @@ struct RopeOptions {
   float llama3_low_freq_factor = 1.0f;
   float llama3_high_freq_factor = 4.0f;
   int64_t llama3_original_max_positions = 8192;
+  int64_t yarn_original_max_positions = 4096;
+  float yarn_beta_fast = 32.0f;
+  float yarn_beta_slow = 1.0f;
 };
 
 // Inverse frequencies per rotary pair (rotary_dim / 2 values) with scaling applied.

@@ -147,9 +147,11 @@ StatusOr<LoadedModel> LoadGgufModel(const std::string& path, const LoadOptions& 
     return fail(InvalidArgumentError("deepseek2 model without attention.kv_lora_rank"));
   }
   const std::string& scaling = description->rope_scaling_type;
-  if (!scaling.empty() && scaling != "none" && scaling != "linear") {
+  const bool yarn_ok = scaling == "yarn" && description->is_mla();  // DeepSeek's YaRN
+  if (!scaling.empty() && scaling != "none" && scaling != "linear" && !yarn_ok) {
     return fail(UnimplementedError("unsupported RoPE scaling type '" + scaling +
-                                   "' (supported: none, linear, llama3 via rope_freqs)"));
+                                   "' (supported: none, linear, llama3 via rope_freqs, yarn for "
+                                   "deepseek2)"));
   }
 
   LoadedModel model;
@@ -409,7 +411,13 @@ Status SaveGgufModel(const LoadedModel& model, const std::string& path) {
   w.Set(arch + ".rope.freq_base", GgufValue::F32(c.rope.theta));
   w.Set(arch + ".rope.dimension_count", u32(rot));
   w.Set(arch + ".attention.layer_norm_rms_epsilon", GgufValue::F32(c.norm_eps));
-  if (c.rope.scaling == RopeScalingType::kLinear) {
+  if (c.rope.scaling == RopeScalingType::kYarn) {
+    if (!c.is_mla()) return UnimplementedError("YaRN RoPE scaling is saved for deepseek2 only");
+    w.Set(arch + ".rope.scaling.type", GgufValue::String("yarn"));
+    w.Set(arch + ".rope.scaling.factor", GgufValue::F32(c.rope.scaling_factor));
+    w.Set(arch + ".rope.scaling.original_context_length",
+          u32(c.rope.yarn_original_max_positions));
+  } else if (c.rope.scaling == RopeScalingType::kLinear) {
     w.Set(arch + ".rope.scaling.type", GgufValue::String("linear"));
     w.Set(arch + ".rope.scaling.factor", GgufValue::F32(c.rope.scaling_factor));
   } else if (c.rope.scaling == RopeScalingType::kLlama3) {

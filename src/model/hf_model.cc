@@ -138,7 +138,8 @@ StatusOr<ModelConfig> LoaderConfig(const ModelDescription& d) {
     c.max_seq_len = window;
   }
   const std::string& scaling = d.rope_scaling_type;
-  if (!scaling.empty() && scaling != "default" && scaling != "linear" && scaling != "llama3") {
+  if (!scaling.empty() && scaling != "default" && scaling != "linear" && scaling != "llama3" &&
+      !(scaling == "yarn" && d.is_mla())) {
     return UnimplementedError("config.json: unsupported rope_scaling type '" + scaling +
                               "' (supported: linear, llama3)");
   }

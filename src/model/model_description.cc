@@ -100,6 +100,22 @@ Status ParseHfRopeScaling(const json& j, ModelDescription* d) {
     }
     rope.llama3_low_freq_factor = static_cast<float>(low);
     rope.llama3_high_freq_factor = static_cast<float>(high);
+  } else if (d->rope_scaling_type == "yarn") {  // DeepSeek V2/V3
+    rope.scaling = RopeScalingType::kYarn;
+    rope.scaling_factor = static_cast<float>(factor);
+    KV_ASSIGN_OR_RETURN(rope.yarn_original_max_positions,
+                        IntField(rs, "original_max_position_embeddings", 4096));
+    KV_ASSIGN_OR_RETURN(const double beta_fast, FloatField(rs, "beta_fast", 32.0));
+    KV_ASSIGN_OR_RETURN(const double beta_slow, FloatField(rs, "beta_slow", 1.0));
+    KV_ASSIGN_OR_RETURN(const double mscale_all_dim, FloatField(rs, "mscale_all_dim", 0.0));
+    rope.yarn_beta_fast = static_cast<float>(beta_fast);
+    rope.yarn_beta_slow = static_cast<float>(beta_slow);
+    d->config.mla.yarn_log_multiplier = static_cast<float>(mscale_all_dim);
+    if (!(factor >= 1.0) || rope.yarn_original_max_positions <= 0 || !(beta_fast > beta_slow) ||
+        !(beta_slow > 0.0)) {
+      return InvalidArgumentError("config.json: yarn rope_scaling needs factor >= 1, "
+                                  "original_max_position_embeddings > 0, beta_fast > beta_slow > 0");
+    }
   }
   return OkStatus();
 }
@@ -125,7 +141,26 @@ Status ParseHfMlaAndExperts(const json& j, ModelDescription* d) {
   for (const auto& [field, key, def, max] : fields) {
     KV_ASSIGN_OR_RETURN(*field, IntInRange(j, key, def, max));
   }
-  if (mla) d->config.head_dim = d->config.mla.qk_nope_head_dim + d->config.mla.qk_rope_head_dim;
+  MoeConfig& moe = d->config.moe;
+  int64_t groups = 1, groups_used = 1;
+  KV_ASSIGN_OR_RETURN(moe.num_experts_used, IntInRange(j, "num_experts_per_tok", 0, kMaxExperts));
+  KV_ASSIGN_OR_RETURN(groups, IntInRange(j, "n_group", 1, kMaxExperts));
+  KV_ASSIGN_OR_RETURN(groups_used, IntInRange(j, "topk_group", 1, kMaxExperts));
+  moe.num_groups = std::max<int64_t>(1, groups);
+  moe.num_groups_used = moe.num_groups > 1 ? std::max<int64_t>(1, groups_used) : 1;
+  moe.gating = StringField(j, "scoring_func") == "sigmoid" ? ExpertGating::kSigmoid
+                                                            : ExpertGating::kSoftmax;
+  moe.normalize_weights = BoolField(j, "norm_topk_prob", false);
+  moe.selection_bias = StringField(j, "topk_method") == "noaux_tc";  // e_score_correction_bias
+  KV_ASSIGN_OR_RETURN(const double scale, FloatField(j, "routed_scaling_factor", 1.0));
+  moe.weights_scale = static_cast<float>(scale);
+  if (mla) {
+    d->config.head_dim = d->config.mla.qk_nope_head_dim + d->config.mla.qk_rope_head_dim;
+    d->config.num_kv_heads = d->config.num_heads;  // HF states it as num_attention_heads
+    // DeepSeek's modeling code de-interleaves q_pe and k_pe before rotate_half: its weights
+    // rotate adjacent pairs (and llama.cpp's converter copies them unpermuted).
+    d->config.rope.layout = RopeLayout::kInterleaved;
+  }
   return OkStatus();
 }
 
@@ -341,6 +376,12 @@ StatusOr<ModelDescription> DescribeGgufModel(const GgufFile& file, const std::st
   if (d.rope_scaling_type == "linear") {
     KV_ASSIGN_OR_RETURN(const double factor, GgufFloat(file, arch, "rope.scaling.factor", 1.0));
     c.rope.scaling = RopeScalingType::kLinear;
+    c.rope.scaling_factor = static_cast<float>(factor);
+  } else if (d.rope_scaling_type == "yarn") {  // llama.cpp reads no beta for deepseek2: 32 / 1
+    KV_ASSIGN_OR_RETURN(const double factor, GgufFloat(file, arch, "rope.scaling.factor", 1.0));
+    KV_ASSIGN_OR_RETURN(c.rope.yarn_original_max_positions,
+                        GgufInt(file, arch, "rope.scaling.original_context_length", c.max_seq_len));
+    c.rope.scaling = RopeScalingType::kYarn;
     c.rope.scaling_factor = static_cast<float>(factor);
   }
   KV_ASSIGN_OR_RETURN(c.vocab_size, GgufInt(file, arch, "vocab_size", 0));

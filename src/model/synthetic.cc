@@ -224,6 +224,11 @@ StatusOr<ModelConfig> SyntheticPresetConfig(const std::string& preset) {
     moe.num_groups_used = 2;
     c = DeepseekConfig("deepseek-v3-tiny", 512, 128, 256, 4, 4, mla, moe);
     c.max_seq_len = 2048;
+    // YaRN as V3 has it (factor 40 over 4096 tokens there), scaled down.
+    c.rope.scaling = RopeScalingType::kYarn;
+    c.rope.scaling_factor = 4.0f;
+    c.rope.yarn_original_max_positions = 512;
+    c.mla.yarn_log_multiplier = 1.0f;
   } else if (preset == "deepseek-v2-lite") {  // deepseek-ai/DeepSeek-V2-Lite config.json
     MlaConfig mla{.q_lora_rank = 0, .kv_lora_rank = 512, .qk_nope_head_dim = 128,
                   .qk_rope_head_dim = 64, .v_head_dim = 128};
@@ -235,9 +240,13 @@ StatusOr<ModelConfig> SyntheticPresetConfig(const std::string& preset) {
     moe.first_dense_layers = 1;
     moe.gating = ExpertGating::kSoftmax;
     c = DeepseekConfig("DeepSeek-V2-Lite", 102400, 2048, 10944, 27, 16, mla, moe);
-    // The real model extends its 4096-token RoPE with YaRN (factor 40) to 163840 tokens;
-    // kvserve does not implement YaRN yet, so the preset keeps the original RoPE.
+    // YaRN extends the 4096-token RoPE 40 times (rope_scaling: beta_fast 32, beta_slow 1,
+    // mscale = mscale_all_dim = 0.707).
     c.max_seq_len = 163840;
+    c.rope.scaling = RopeScalingType::kYarn;
+    c.rope.scaling_factor = 40.0f;
+    c.rope.yarn_original_max_positions = 4096;
+    c.mla.yarn_log_multiplier = 0.707f;
   } else {
     std::string names;
     for (const auto& n : SyntheticPresetNames()) names += (names.empty() ? "" : ", ") + n;

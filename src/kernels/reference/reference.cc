@@ -23,6 +23,23 @@ std::vector<float> RopeInvFreqs(const RopeOptions& options) {
       case RopeScalingType::kLinear:
         inv /= options.scaling_factor;
         break;
+      case RopeScalingType::kYarn: {
+        // HF yarn_find_correction_range / yarn_linear_ramp_mask (ggml rope_yarn_corr_dims).
+        const double dim = static_cast<double>(rotary_dim);
+        const double orig = static_cast<double>(options.yarn_original_max_positions);
+        auto correction_dim = [&](double rotations) {
+          return dim * std::log(orig / (rotations * 2.0 * std::numbers::pi)) /
+                 (2.0 * std::log(static_cast<double>(options.theta)));
+        };
+        const double low = std::max(0.0, std::floor(correction_dim(options.yarn_beta_fast)));
+        const double high =
+            std::min(dim - 1.0, std::ceil(correction_dim(options.yarn_beta_slow)));
+        const double span = std::max(0.001, high - low);
+        const double ramp = std::clamp((static_cast<double>(i) - low) / span, 0.0, 1.0);
+        // ramp 0: extrapolate (the trained frequency); 1: interpolate (divided by factor).
+        inv = inv * (1.0 - ramp) + inv / options.scaling_factor * ramp;
+        break;
+      }
       case RopeScalingType::kLlama3: {
         // HF transformers _compute_llama3_parameters.
         double factor = options.scaling_factor;
