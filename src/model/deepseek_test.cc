@@ -3,16 +3,21 @@
 // its per-expert batching, and the GGUF round trip of both synthetic presets.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "kv/kv_storage.h"
 #include "model/llama.h"
 #include "model/model_loader.h"
 #include "model/moe.h"
+#include "model/safetensors.h"
 #include "model/synthetic.h"
 
 namespace kvserve {
@@ -298,6 +303,132 @@ TEST(DeepseekModelTest, GgufRoundTripKeepsTheMlaAndMoeConfig) {
     EXPECT_EQ(b.NumParameters(), a.NumParameters());
     EXPECT_TRUE(LlamaModel::Create(std::move(back).value()).ok());
     std::filesystem::remove(path);
+  }
+}
+
+// Writes `m` (a synthetic DeepSeek model, f32) as a Hugging Face folder the way DeepSeek's
+// checkpoints are laid out: kv_b_proj whole, one tensor per routed expert, HF names.
+void WriteDeepseekHfFolder(const LoadedModel& m, const std::string& dir) {
+  const ModelConfig& c = m.config;
+  std::filesystem::create_directories(dir);
+  std::vector<std::pair<std::string, Tensor>> out;
+  auto get = [&](const std::string& n) { return m.tensors.at(n); };
+  out.emplace_back("model.embed_tokens.weight", get("token_embd.weight"));
+  out.emplace_back("model.norm.weight", get("output_norm.weight"));
+  out.emplace_back("lm_head.weight", get("output.weight"));
+  const int64_t H = c.num_heads, nope = c.mla.qk_nope_head_dim, v = c.mla.v_head_dim,
+                r = c.mla.kv_lora_rank;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string g = "blk." + std::to_string(l) + ".";
+    const std::string h = "model.layers." + std::to_string(l) + ".";
+    out.emplace_back(h + "input_layernorm.weight", get(g + "attn_norm.weight"));
+    out.emplace_back(h + "post_attention_layernorm.weight", get(g + "ffn_norm.weight"));
+    if (c.mla.q_lora_rank > 0) {
+      out.emplace_back(h + "self_attn.q_a_proj.weight", get(g + "attn_q_a.weight"));
+      out.emplace_back(h + "self_attn.q_a_layernorm.weight", get(g + "attn_q_a_norm.weight"));
+      out.emplace_back(h + "self_attn.q_b_proj.weight", get(g + "attn_q_b.weight"));
+    } else {
+      out.emplace_back(h + "self_attn.q_proj.weight", get(g + "attn_q.weight"));
+    }
+    out.emplace_back(h + "self_attn.kv_a_proj_with_mqa.weight", get(g + "attn_kv_a_mqa.weight"));
+    out.emplace_back(h + "self_attn.kv_a_layernorm.weight", get(g + "attn_kv_a_norm.weight"));
+    // kv_b_proj [H * (nope + v), r]: per head W_UK (= k_b[h]^T) then W_UV.
+    const float* kb = static_cast<const float*>(get(g + "attn_k_b.weight").data);
+    const float* vb = static_cast<const float*>(get(g + "attn_v_b.weight").data);
+    Tensor kv_b = Tensor::Allocate(DType::kF32, {H * (nope + v), r});
+    float* dst = static_cast<float*>(kv_b.mutable_data());
+    for (int64_t hh = 0; hh < H; ++hh) {
+      for (int64_t i = 0; i < nope; ++i) {
+        for (int64_t j = 0; j < r; ++j) dst[(hh * (nope + v) + i) * r + j] = kb[(hh * r + j) * nope + i];
+      }
+      std::copy(vb + hh * v * r, vb + (hh + 1) * v * r, dst + (hh * (nope + v) + nope) * r);
+    }
+    out.emplace_back(h + "self_attn.kv_b_proj.weight", kv_b);
+    out.emplace_back(h + "self_attn.o_proj.weight", get(g + "attn_output.weight"));
+    if (!c.moe.IsMoeLayer(l)) {
+      out.emplace_back(h + "mlp.gate_proj.weight", get(g + "ffn_gate.weight"));
+      out.emplace_back(h + "mlp.up_proj.weight", get(g + "ffn_up.weight"));
+      out.emplace_back(h + "mlp.down_proj.weight", get(g + "ffn_down.weight"));
+      continue;
+    }
+    out.emplace_back(h + "mlp.gate.weight", get(g + "ffn_gate_inp.weight"));
+    if (c.moe.selection_bias) {
+      out.emplace_back(h + "mlp.gate.e_score_correction_bias", get(g + "exp_probs_b.bias"));
+    }
+    for (const auto& [gguf, proj] : {std::pair{"ffn_gate_exps", "gate_proj"},
+                                     std::pair{"ffn_up_exps", "up_proj"},
+                                     std::pair{"ffn_down_exps", "down_proj"}}) {
+      const Tensor all = get(g + gguf + ".weight");
+      for (int64_t e = 0; e < c.moe.num_experts; ++e) {
+        Tensor one = Tensor::Allocate(DType::kF32, {all.shape[1], all.shape[2]});
+        std::memcpy(one.mutable_data(), static_cast<const char*>(all.data) + e * one.num_bytes(),
+                    static_cast<size_t>(one.num_bytes()));
+        out.emplace_back(h + "mlp.experts." + std::to_string(e) + "." + proj + ".weight", one);
+      }
+    }
+    out.emplace_back(h + "mlp.shared_experts.gate_proj.weight", get(g + "ffn_gate_shexp.weight"));
+    out.emplace_back(h + "mlp.shared_experts.up_proj.weight", get(g + "ffn_up_shexp.weight"));
+    out.emplace_back(h + "mlp.shared_experts.down_proj.weight", get(g + "ffn_down_shexp.weight"));
+  }
+  ASSERT_TRUE(WriteSafetensors(dir + "/model.safetensors", out, {{"format", "pt"}}).ok());
+  nlohmann::json cfg = {
+      {"architectures", {"DeepseekV3ForCausalLM"}}, {"model_type", "deepseek_v3"},
+      {"hidden_size", c.hidden_dim}, {"intermediate_size", c.ffn_dim},
+      {"moe_intermediate_size", c.moe.expert_ffn_dim}, {"num_hidden_layers", c.num_layers},
+      {"num_attention_heads", H}, {"num_key_value_heads", H},
+      {"n_routed_experts", c.moe.num_experts}, {"n_shared_experts", c.moe.num_shared_experts},
+      {"num_experts_per_tok", c.moe.num_experts_used},
+      {"first_k_dense_replace", c.moe.first_dense_layers},
+      {"n_group", c.moe.num_groups}, {"topk_group", c.moe.num_groups_used},
+      {"topk_method", c.moe.selection_bias ? "noaux_tc" : "greedy"},
+      {"scoring_func", c.moe.gating == ExpertGating::kSigmoid ? "sigmoid" : "softmax"},
+      {"norm_topk_prob", c.moe.normalize_weights},
+      {"routed_scaling_factor", c.moe.weights_scale},
+      {"q_lora_rank", c.mla.q_lora_rank > 0 ? nlohmann::json(c.mla.q_lora_rank) : nlohmann::json()},
+      {"kv_lora_rank", r}, {"qk_nope_head_dim", nope},
+      {"qk_rope_head_dim", c.mla.qk_rope_head_dim}, {"v_head_dim", v},
+      {"vocab_size", c.vocab_size}, {"max_position_embeddings", c.max_seq_len},
+      {"rms_norm_eps", c.norm_eps}, {"rope_theta", c.rope.theta},
+      {"tie_word_embeddings", false}, {"torch_dtype", "float32"}};
+  if (c.rope.scaling == RopeScalingType::kYarn) {
+    cfg["rope_scaling"] = {{"type", "yarn"}, {"factor", c.rope.scaling_factor},
+                           {"original_max_position_embeddings", c.rope.yarn_original_max_positions},
+                           {"beta_fast", 32}, {"beta_slow", 1},
+                           {"mscale", c.mla.yarn_log_multiplier},
+                           {"mscale_all_dim", c.mla.yarn_log_multiplier}};
+  }
+  std::ofstream(dir + "/config.json") << cfg.dump(2);
+}
+
+// A DeepseekV3ForCausalLM folder (kv_b_proj whole, experts one tensor each, YaRN) gives the
+// same logits as the same weights in llama.cpp's GGUF layout (attn_k_b / attn_v_b, stacked
+// experts).
+TEST(DeepseekModelTest, HuggingFaceFolderEqualsTheGgufLayout) {
+  for (const char* preset : {"deepseek-v2-tiny", "deepseek-v3-tiny"}) {
+    SyntheticModelOptions o;
+    o.preset = preset;
+    o.seed = 5;
+    StatusOr<LoadedModel> m = MakeSyntheticModel(o);
+    ASSERT_TRUE(m.ok());
+    const std::string dir = ::testing::TempDir() + "/hf_" + preset;
+    WriteDeepseekHfFolder(*m, dir);
+    StatusOr<LoadedModel> hf = LoadHfModel(dir, {});
+    ASSERT_TRUE(hf.ok()) << hf.status().ToString();
+    EXPECT_EQ(hf->config.architecture, "deepseek2");
+    EXPECT_FALSE(hf->config.mla.split_kv_b);
+    EXPECT_EQ(hf->config.rope.scaling, m->config.rope.scaling);
+    EXPECT_EQ(hf->config.NumParameters(), m->config.NumParameters());
+    auto a = LlamaModel::Create(std::move(m).value());
+    auto b = LlamaModel::Create(std::move(hf).value());
+    ASSERT_TRUE(a.ok() && b.ok()) << (b.ok() ? "" : b.status().ToString());
+    const std::vector<TokenId> tokens = Tokens(12, 9);
+    const std::vector<float> la = DenseLogits(**a, tokens), lb = DenseLogits(**b, tokens);
+    EXPECT_LT(MaxAbsDiff(la, lb), 1e-4 * MaxAbs(la) + 1e-6) << preset;
+    auto storage = KvStorage::Create((*b)->kv_spec(DType::kF32, 16), 4);
+    ASSERT_TRUE(storage.ok());
+    const std::vector<float> paged = PagedLogits(**b, tokens, storage->get(), 5, nullptr);
+    EXPECT_LT(MaxAbsDiff(paged, la), 1e-4 * MaxAbs(la) + 1e-6) << preset;
+    std::filesystem::remove_all(dir);
   }
 }
 

@@ -1,12 +1,16 @@
 // LoadHfModel: a Hugging Face model folder (config.json, model.safetensors or a sharded
 // model.safetensors.index.json, tokenizer.json, tokenizer_config.json) for LlamaForCausalLM,
-// MistralForCausalLM and Qwen2ForCausalLM. Tensors are renamed to the GGUF llama names and
-// kept as views of the mapped files (norms and biases are copied to f32). HF checkpoints
-// rotate NeoX pairs (rotate_half), so the config says RopeLayout::kNeox and nothing is
-// permuted here.
+// MistralForCausalLM, Qwen2ForCausalLM and DeepseekV2ForCausalLM / DeepseekV3ForCausalLM.
+// Tensors are renamed to the GGUF names and kept as views of the mapped files (norms and biases
+// are copied to f32), except DeepSeek's routed experts: HF stores one tensor per expert, the
+// model one [experts, rows, cols] tensor per layer, so those are stacked into memory at load
+// (a copy of the experts' bytes; GGUF files are mapped as they are). Llama-family HF
+// checkpoints rotate NeoX pairs (rotate_half), so the config says RopeLayout::kNeox and nothing
+// is permuted here; DeepSeek's rotate adjacent pairs (its modeling code de-interleaves first).
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -51,11 +55,53 @@ std::string HfName(const std::string& gguf) {
       {"ffn_gate.weight", "mlp.gate_proj.weight"},
       {"ffn_up.weight", "mlp.up_proj.weight"},
       {"ffn_down.weight", "mlp.down_proj.weight"},
+      // DeepSeek MLA and MoE.
+      {"attn_q_a.weight", "self_attn.q_a_proj.weight"},
+      {"attn_q_a_norm.weight", "self_attn.q_a_layernorm.weight"},
+      {"attn_q_b.weight", "self_attn.q_b_proj.weight"},
+      {"attn_kv_a_mqa.weight", "self_attn.kv_a_proj_with_mqa.weight"},
+      {"attn_kv_a_norm.weight", "self_attn.kv_a_layernorm.weight"},
+      {"attn_kv_b.weight", "self_attn.kv_b_proj.weight"},
+      {"ffn_gate_inp.weight", "mlp.gate.weight"},
+      {"exp_probs_b.bias", "mlp.gate.e_score_correction_bias"},
+      {"ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"},
+      {"ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"},
+      {"ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"},
   };
   for (const auto& [g, h] : kParts) {
     if (part == g) return "model.layers." + layer + "." + h;
   }
   return gguf;
+}
+
+// blk.N.ffn_{gate,up,down}_exps.weight: the layer's model.layers.N.mlp.experts.E.*_proj
+// tensors (one per routed expert, all of one dtype and shape) copied into one [E, rows, cols].
+StatusOr<Tensor> StackExperts(
+    const std::string& gguf, const ModelConfig& c,
+    const std::map<std::string, std::shared_ptr<SafetensorsFile>>& by_tensor) {
+  const size_t dot = gguf.find('.', 4);
+  const std::string layer = gguf.substr(4, dot - 4);
+  const std::string part = gguf.substr(dot + 1);
+  const std::string proj = part.starts_with("ffn_gate") ? "gate_proj"
+                           : part.starts_with("ffn_up") ? "up_proj"
+                                                        : "down_proj";
+  Tensor out;
+  for (int64_t e = 0; e < c.moe.num_experts; ++e) {
+    const std::string hf = "model.layers." + layer + ".mlp.experts." + std::to_string(e) + "." +
+                           proj + ".weight";
+    auto it = by_tensor.find(hf);
+    if (it == by_tensor.end()) return NotFoundError("tensor " + hf + " is missing");
+    KV_ASSIGN_OR_RETURN(Tensor t, it->second->tensor(hf));
+    if (t.shape.size() != 2) return InvalidArgumentError("tensor " + hf + " must be 2-D");
+    if (e == 0) {
+      out = Tensor::Allocate(t.dtype, {c.moe.num_experts, t.shape[0], t.shape[1]});
+    } else if (t.dtype != out.dtype || t.shape[0] != out.shape[1] || t.shape[1] != out.shape[2]) {
+      return InvalidArgumentError("tensor " + hf + " differs in dtype or shape from expert 0");
+    }
+    std::memcpy(static_cast<char*>(out.mutable_data()) + e * t.num_bytes(), t.data,
+                static_cast<size_t>(t.num_bytes()));
+  }
+  return out;
 }
 
 // A token's id by its text, or kNoToken.
@@ -124,10 +170,22 @@ StatusOr<ModelConfig> LoaderConfig(const ModelDescription& d) {
     c.architecture = "mistral";
   } else if (arch_name == "Qwen2ForCausalLM" || arch_name == "qwen2") {
     c.architecture = "qwen2";
+  } else if ((arch_name == "DeepseekV2ForCausalLM" || arch_name == "deepseek_v2" ||
+              arch_name == "DeepseekV3ForCausalLM" || arch_name == "deepseek_v3") &&
+             d.is_mla()) {
+    c.architecture = "deepseek2";
+    if (d.moe_layer_freq > 1) {
+      return UnimplementedError("config.json: moe_layer_freq " +
+                                std::to_string(d.moe_layer_freq) + " (MoE on every layer after "
+                                "first_k_dense_replace is supported)");
+    }
+    if (c.moe.num_experts > 0 && c.moe.num_shared_experts == 0) {
+      return UnimplementedError("config.json: DeepSeek MoE without shared experts");
+    }
   } else {
     return UnimplementedError("unsupported Hugging Face architecture '" + arch_name +
                               "' (supported: LlamaForCausalLM, MistralForCausalLM, "
-                              "Qwen2ForCausalLM)");
+                              "Qwen2ForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM)");
   }
   if (c.max_seq_len == 0) c.max_seq_len = 2048;  // transformers' default
   c.qkv_bias = c.qkv_bias || c.architecture == "qwen2";
@@ -205,6 +263,7 @@ StatusOr<LoadedModel> LoadHfModel(const std::string& dir, const LoadOptions& opt
         "not supported)"));
   }
   auto lookup = [&](const std::string& gguf_name) -> StatusOr<Tensor> {
+    if (gguf_name.ends_with("_exps.weight")) return StackExperts(gguf_name, c, by_tensor);
     const std::string hf = HfName(gguf_name);
     auto it = by_tensor.find(hf);
     if (it == by_tensor.end()) return NotFoundError("tensor " + hf + " is missing");
