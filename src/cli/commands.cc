@@ -23,6 +23,11 @@ void AddGenerateCommand(CLI::App& app, int* exit_code) {
                   "Model: GGUF file, llama2.c checkpoint (.bin) or Hugging Face folder");
   cmd->add_option("--tokenizer", opts->tokenizer_path,
                   "Tokenizer file overriding the model's (tokenizer.json, llama2.c .bin, GGUF)");
+  cmd->add_option("--mla-attention", opts->mla_attention,
+                  "MLA (DeepSeek) models: absorbed attends over the latent cache; expanded caches "
+                  "every head's key and value instead (for measuring what absorption saves)")
+      ->check(CLI::IsMember({"absorbed", "expanded"}))
+      ->capture_default_str();
   cmd->add_option("-p,--prompt", opts->prompt, "Prompt text");
   cmd->add_option("-n,--max-tokens", opts->max_new_tokens, "Maximum number of tokens to generate")
       ->capture_default_str();

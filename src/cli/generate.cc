@@ -222,6 +222,7 @@ int RunGenerateCommand(const GenerateOptions& options) {
   mo.model_path = options.model_path;
   mo.tokenizer_path = options.tokenizer_path;
   mo.require_tokenizer = !options.prompts_file.empty();
+  mo.model.mla_expanded_kv = options.mla_attention == "expanded";
   auto loaded_or = LoadCommandModel(mo);
   if (!loaded_or.ok()) return ReportError(loaded_or.status());
   CommandModel& cm = *loaded_or;

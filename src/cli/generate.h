@@ -18,6 +18,7 @@ namespace kvserve::cli {
 struct GenerateOptions {
   std::string model_path;  // empty: the built-in default model
   std::string tokenizer_path;
+  std::string mla_attention = "absorbed";  // MLA models: absorbed (latent cache) or expanded
   std::string prompt;
   std::string prompt_ids;            // hidden: space/comma-separated ids used as-is
   int64_t random_prompt_tokens = 0;  // hidden: a deterministic pseudo-random prompt (benchmarks)

@@ -36,7 +36,7 @@ StatusOr<CommandModel> LoadCommandModel(const CommandModelOptions& options) {
   } else if (options.require_tokenizer) {
     return NoTokenizerError();
   }
-  KV_ASSIGN_OR_RETURN(out.model, LlamaModel::Create(std::move(loaded)));
+  KV_ASSIGN_OR_RETURN(out.model, LlamaModel::Create(std::move(loaded), options.model));
   PrintPackedWeights(out.model->packed_weights_bytes());
   return out;
 }

@@ -23,6 +23,7 @@ struct CommandModelOptions {
   std::string model_path;      // empty: the built-in default model
   std::string tokenizer_path;  // overrides the model's vocabulary
   bool require_tokenizer = false;  // error "pass one with --tokenizer" when there is none
+  LlamaModel::Options model;       // --mla-attention expanded sets mla_expanded_kv
 };
 
 StatusOr<CommandModel> LoadCommandModel(const CommandModelOptions& options);

@@ -27,7 +27,8 @@ namespace {
 // uniform (the presets' std-0.02 weights give near-uniform attention, which would hide a wrong
 // score or scale).
 std::unique_ptr<LlamaModel> SharpModel(const std::string& preset, DType dtype,
-                                       float attention_scale = 12.0f) {
+                                       float attention_scale = 12.0f,
+                                       LlamaModel::Options options = {}) {
   SyntheticModelOptions o;
   o.preset = preset;
   o.dtype = DType::kF32;
@@ -56,7 +57,7 @@ std::unique_ptr<LlamaModel> SharpModel(const std::string& preset, DType dtype,
       t = q;
     }
   }
-  auto model = LlamaModel::Create(std::move(m).value());
+  auto model = LlamaModel::Create(std::move(m).value(), options);
   KV_CHECK(model.ok()) << model.status().ToString();
   return std::move(model).value();
 }
@@ -171,6 +172,25 @@ TEST(DeepseekModelTest, AbsorbedPagedAttentionEqualsTheNaiveExpandedReference) {
         }
       }
     }
+  }
+}
+
+// The expanded cache (every head's key and value, as an engine without absorption keeps them)
+// gives the reference's logits too, at (nope + rope) x 2 values per head and token.
+TEST(DeepseekModelTest, ExpandedCacheEqualsTheReference) {
+  ThreadPool pool(2);
+  for (const char* preset : {"deepseek-v2-tiny", "deepseek-v3-tiny"}) {
+    auto model = SharpModel(preset, DType::kF32, 12.0f, {.mla_expanded_kv = true});
+    const ModelConfig& c = model->config();
+    const KvCacheSpec spec = model->kv_spec(DType::kF32, 5);
+    EXPECT_EQ(spec.layout, KvLayout::kSeparateKv);
+    EXPECT_EQ(spec.bytes_per_token(), c.num_layers * 2 * c.num_heads * c.head_dim * 4);
+    const std::vector<TokenId> tokens = Tokens(23, 4);
+    const std::vector<float> dense = DenseLogits(*model, tokens);
+    auto storage = KvStorage::Create(spec, 8);
+    ASSERT_TRUE(storage.ok());
+    const std::vector<float> paged = PagedLogits(*model, tokens, storage->get(), 6, &pool);
+    EXPECT_LT(MaxAbsDiff(paged, dense), 2e-3 * MaxAbs(dense)) << preset;
   }
 }
 

@@ -98,7 +98,12 @@ int64_t AttnOutDim(const ModelConfig& c) {
 }  // namespace
 
 StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(LoadedModel model) {
-  std::unique_ptr<LlamaModel> m(new LlamaModel(std::move(model)));
+  return Create(std::move(model), Options{});
+}
+
+StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(LoadedModel model,
+                                                         const Options& options) {
+  std::unique_ptr<LlamaModel> m(new LlamaModel(std::move(model), options));
   KV_RETURN_IF_ERROR(m->Init());
   return m;
 }
@@ -128,7 +133,8 @@ Status LlamaModel::Init() {
     KV_ASSIGN_OR_RETURN(layer.ffn_norm_f32, FindVector(model_, p + "ffn_norm.weight", D));
     if (c.is_mla()) {
       layer.mla = std::make_unique<MlaLayer>();
-      KV_RETURN_IF_ERROR(layer.mla->Load(c, model_, l, &packed_weights_bytes_));
+      KV_RETURN_IF_ERROR(layer.mla->Load(c, model_, l, &packed_weights_bytes_,
+                                         options_.mla_expanded_kv));
     } else {
       KV_ASSIGN_OR_RETURN(layer.wq, Find(model_, p + "attn_q.weight", {q_dim, D}, true));
       KV_ASSIGN_OR_RETURN(layer.wk, Find(model_, p + "attn_k.weight", {kv_dim, D}, true));
@@ -176,9 +182,14 @@ std::unique_ptr<DenseKvCache> LlamaModel::NewCache(int64_t max_tokens) const {
   return std::make_unique<DenseKvCache>(c.num_layers, max_tokens, KvRowDim(c));
 }
 
+int64_t LlamaModel::paged_kv_row_dim() const {
+  const ModelConfig& c = model_.config;
+  return c.is_mla() && options_.mla_expanded_kv ? c.num_heads * c.head_dim : KvRowDim(c);
+}
+
 KvCacheSpec LlamaModel::kv_spec(DType dtype, int64_t block_size) const {
   const ModelConfig& c = model_.config;
-  if (c.is_mla()) {
+  if (c.is_mla() && !options_.mla_expanded_kv) {
     return KvCacheSpec::MlaLatent(c.num_layers, c.mla.kv_lora_rank, c.mla.qk_rope_head_dim,
                                   dtype, block_size);
   }
@@ -204,7 +215,7 @@ void LlamaModel::EnsureWorkspace(int64_t num_tokens) {
   const ModelConfig& c = model_.config;
   const size_t n = static_cast<size_t>(num_tokens);
   const size_t q_dim = static_cast<size_t>(c.num_heads * c.head_dim);
-  const size_t kv_dim = static_cast<size_t>(KvRowDim(c));
+  const size_t kv_dim = static_cast<size_t>(std::max(KvRowDim(c), paged_kv_row_dim()));
   x_.resize(n * static_cast<size_t>(c.hidden_dim));
   xb_.resize(n * static_cast<size_t>(c.hidden_dim));
   q_.resize(n * q_dim);
@@ -214,6 +225,10 @@ void LlamaModel::EnsureWorkspace(int64_t num_tokens) {
     o_abs_.resize(n * static_cast<size_t>(c.num_heads) * kv_dim);
   }
   if (c.is_moe()) ffn_out_.resize(n * static_cast<size_t>(c.hidden_dim));
+  if (c.is_mla() && options_.mla_expanded_kv) {
+    latent_.resize(n * static_cast<size_t>(KvRowDim(c)));
+    q_abs_.resize(n * q_dim);  // the heads' outputs at the key width
+  }
   gate_.resize(n * static_cast<size_t>(c.ffn_dim));
   up_.resize(n * static_cast<size_t>(c.ffn_dim));
   k_.resize(n * kv_dim);
@@ -271,6 +286,12 @@ void LlamaModel::RunLayers(const TokenId* tokens, const int64_t* positions, int6
                   pool);
       if (mla_reference != nullptr) {
         (*mla_reference)(l, q, attn);
+      } else if (options_.mla_expanded_kv) {
+        // Overwrite the latent rows with the expanded heads (k_rows/v_rows have room for them).
+        std::copy(k_rows, k_rows + n * KvRowDim(c), latent_.data());
+        mla.ExpandKeysValues(latent_.data(), n, k_rows, v_rows, pool);
+        attend(l, q, k_rows, v_rows, q_abs_.data());
+        mla.CompactHeadOutputs(q_abs_.data(), n, attn);
       } else {
         mla.AbsorbQuery(q, n, q_abs_.data(), pool);
         attend(l, q_abs_.data(), k_rows, nullptr, o_abs_.data());
@@ -432,7 +453,7 @@ Status LlamaModel::ShiftStoredKeys(KvStorage* kv, const int64_t* slots, const in
   if ((spec.dtype == DType::kFp8E4M3 || spec.dtype == DType::kFp8E5M2) && !kv->has_scales()) {
     return FailedPreconditionError("ShiftStoredKeys: fp8 KV storage has no scales yet");
   }
-  const int64_t kv_dim = KvRowDim(c);
+  const int64_t kv_dim = paged_kv_row_dim();
   std::vector<float> k(static_cast<size_t>(kv_dim)), v(static_cast<size_t>(kv_dim));
   for (int64_t i = 0; i < num_slots; ++i) {
     if (slots[i] < 0 || slots[i] >= kv->num_slots()) {
@@ -454,7 +475,12 @@ Status LlamaModel::ShiftStoredKeys(KvStorage* kv, const int64_t* slots, const in
           v[d] = v[d] * v_scale[d] + v_mean[d];
         }
       }
-      if (c.is_mla()) {  // the shared RoPE key after the latent
+      if (c.is_mla() && options_.mla_expanded_kv) {  // each head's RoPE part
+        for (int64_t h = 0; h < c.num_heads; ++h) {
+          kernels::Rope(k.data() + h * c.head_dim + c.mla.qk_nope_head_dim, 1,
+                        c.mla.qk_rope_head_dim, deltas[i], inv_freqs_, c.rope.layout);
+        }
+      } else if (c.is_mla()) {  // the shared RoPE key after the latent
         kernels::Rope(k.data() + c.mla.kv_lora_rank, 1, c.mla.qk_rope_head_dim, deltas[i],
                       inv_freqs_, c.rope.layout);
       } else {
@@ -519,6 +545,8 @@ Status LlamaModel::Forward(const ForwardBatch& batch, KvStorage* kv, ThreadPool*
   shape.num_heads = c.num_heads;
   shape.scale = c.is_mla() ? layers_[0].mla->softmax_scale()
                            : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  // MLA's absorbed queries or expanded heads come from RunLayers; the GQA rope/bias path does
+  // not run for them.
 
   EnsureWorkspace(n);
   RunLayers(

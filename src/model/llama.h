@@ -77,8 +77,16 @@ struct AttentionMassRequest {
 //                                     path is tested against.
 class LlamaModel {
  public:
+  struct Options {
+    // MLA models: cache every head's expanded key and value (the MHA-equivalent cache, values
+    // zero-padded to the key width; what an engine without absorption keeps) instead of the
+    // latent rows, and attend over them. For measuring what absorption saves; off by default.
+    bool mla_expanded_kv = false;
+  };
   // Checks every tensor's presence, shape and dtype against the config; Status on mismatch.
   static StatusOr<std::unique_ptr<LlamaModel>> Create(LoadedModel model);
+  static StatusOr<std::unique_ptr<LlamaModel>> Create(LoadedModel model, const Options& options);
+  const Options& options() const { return options_; }
 
   const ModelConfig& config() const { return model_.config; }
   const LoadedModel& loaded() const { return model_; }
@@ -139,7 +147,11 @@ class LlamaModel {
     std::unique_ptr<MoeLayer> moe;  // MoE layers: replaces w_gate, w_up, w_down
   };
 
-  explicit LlamaModel(LoadedModel model) : model_(std::move(model)) {}
+  LlamaModel(LoadedModel model, const Options& options)
+      : model_(std::move(model)), options_(options) {}
+  // Values per token and layer in a paged cache row (all KV heads; MLA: the latent row, or the
+  // expanded heads with Options::mla_expanded_kv).
+  int64_t paged_kv_row_dim() const;
   Status Init();
   void EnsureWorkspace(int64_t num_tokens);
   Status CheckTokens(const TokenId* tokens, int64_t n) const;
@@ -171,6 +183,7 @@ class LlamaModel {
   void ComputeLogits(const int64_t* rows, int64_t num_rows, float* logits, ThreadPool* pool);
 
   LoadedModel model_;
+  Options options_;
   std::vector<Layer> layers_;
   const Tensor* token_embd_ = nullptr;
   const Tensor* output_ = nullptr;  // output.weight, or token_embd when tied
@@ -191,6 +204,7 @@ class LlamaModel {
   std::vector<float> q_abs_;   // MLA: [n, heads, latent row] absorbed queries
   std::vector<float> o_abs_;   // MLA: [n, heads, latent row] attention in the latent space
   std::vector<float> ffn_out_;  // MoE: [n, hidden]
+  std::vector<float> latent_;   // MLA with mla_expanded_kv: [n, latent row] before expansion
   std::vector<int64_t> positions_;  // [n] dense path
   std::vector<float> rope_cos_sin_;  // [n, rotary_dim]: RopeCosSin of each row (cos, sin)
 };

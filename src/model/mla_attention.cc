@@ -52,7 +52,7 @@ Tensor PackedView(Tensor t, int64_t* packed_bytes) {
 }  // namespace
 
 Status MlaLayer::Load(const ModelConfig& c, LoadedModel& model, int64_t layer,
-                      int64_t* packed_bytes) {
+                      int64_t* packed_bytes, bool expansion) {
   hidden_ = c.hidden_dim;
   heads_ = c.num_heads;
   nope_ = c.mla.qk_nope_head_dim;
@@ -110,7 +110,56 @@ Status MlaLayer::Load(const ModelConfig& c, LoadedModel& model, int64_t layer,
       v_up_.push_back(PackedView(std::move(vh), packed_bytes));
     }
   }
+  if (expansion && v_dim_ > nope_ + rope_) {
+    return UnimplementedError("the expanded MLA cache pads values to the key width; v_head_dim " +
+                              std::to_string(v_dim_) + " is wider");
+  }
+  if (expansion) {  // [W_UK[h]; W_UV[h]] per head, in f32
+    kv_b_ = Tensor::Allocate(DType::kF32, {heads_ * (nope_ + v_dim_), kv_lora_});
+    float* dst = static_cast<float*>(kv_b_.mutable_data());
+    for (int64_t h = 0; h < heads_; ++h) {
+      const std::vector<float> w_uk_t = ToF32(k_absorb_[static_cast<size_t>(h)]);
+      const std::vector<float> w_uv = ToF32(v_up_[static_cast<size_t>(h)]);
+      float* head = dst + h * (nope_ + v_dim_) * kv_lora_;
+      for (int64_t i = 0; i < nope_; ++i) {
+        for (int64_t j = 0; j < kv_lora_; ++j) head[i * kv_lora_ + j] = w_uk_t[j * nope_ + i];
+      }
+      std::copy(w_uv.begin(), w_uv.end(), head + nope_ * kv_lora_);
+    }
+    kv_b_ = PackedView(std::move(kv_b_), packed_bytes);
+  }
   return OkStatus();
+}
+
+void MlaLayer::ExpandKeysValues(const float* latents, int64_t n, float* k, float* v,
+                                ThreadPool* pool) {
+  KV_CHECK(!kv_b_.empty()) << "MlaLayer::Load was not asked for the expansion";
+  const int64_t row = latent_row_dim(), qk = nope_ + rope_, per_head = nope_ + v_dim_;
+  head_in_.resize(static_cast<size_t>(n * kv_lora_));
+  expanded_.resize(static_cast<size_t>(n * heads_ * per_head));
+  for (int64_t i = 0; i < n; ++i) {
+    std::copy(latents + i * row, latents + i * row + kv_lora_, head_in_.data() + i * kv_lora_);
+  }
+  kernels::Matmul(head_in_.data(), n, kv_b_, expanded_.data(), pool);
+  for (int64_t i = 0; i < n; ++i) {
+    const float* kr = latents + i * row + kv_lora_;
+    for (int64_t h = 0; h < heads_; ++h) {
+      const float* e = expanded_.data() + (i * heads_ + h) * per_head;
+      float* kh = k + (i * heads_ + h) * qk;
+      float* vh = v + (i * heads_ + h) * qk;
+      std::copy(e, e + nope_, kh);
+      std::copy(kr, kr + rope_, kh + nope_);
+      std::copy(e + nope_, e + per_head, vh);
+      std::fill(vh + v_dim_, vh + qk, 0.0f);
+    }
+  }
+}
+
+void MlaLayer::CompactHeadOutputs(const float* o, int64_t n, float* out) const {
+  const int64_t qk = nope_ + rope_;
+  for (int64_t i = 0; i < n * heads_; ++i) {
+    std::copy(o + i * qk, o + i * qk + v_dim_, out + i * v_dim_);
+  }
 }
 
 void MlaLayer::Project(const float* x, int64_t n, const int64_t* positions,

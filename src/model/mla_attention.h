@@ -31,9 +31,10 @@ class MlaLayer {
  public:
   // Finds and checks blk.N.{attn_q | attn_q_a, attn_q_a_norm, attn_q_b}, attn_kv_a_mqa,
   // attn_kv_a_norm and attn_kv_b (or its split form attn_k_b [heads, kv_lora, nope] and
-  // attn_v_b [heads, v, kv_lora]); builds the per-head absorption matrices.
+  // attn_v_b [heads, v, kv_lora]); builds the per-head absorption matrices, and with
+  // `expansion` the [heads * (nope + v), kv_lora] matrix ExpandKeysValues uses.
   Status Load(const ModelConfig& config, LoadedModel& model, int64_t layer,
-              int64_t* packed_bytes);
+              int64_t* packed_bytes, bool expansion = false);
 
   int64_t latent_row_dim() const { return kv_lora_ + rope_; }   // cached values per token
   int64_t query_dim() const { return heads_ * (nope_ + rope_); }  // q per token
@@ -53,6 +54,13 @@ class MlaLayer {
   // per head are used) -> out [n, output_dim].
   void ExpandOutput(const float* o, int64_t n, float* out, ThreadPool* pool);
 
+  // The expanded cache (LlamaModel::Options::mla_expanded_kv): latent rows [n, latent_row_dim]
+  // -> every head's key k [n, heads, nope + rope] = [W_UK[h] c, kr] and value v [n, heads,
+  // nope + rope] = [W_UV[h] c, zeros] (padded to the key width). Needs Load(..., expansion).
+  void ExpandKeysValues(const float* latents, int64_t n, float* k, float* v, ThreadPool* pool);
+  // Per-head outputs at the key width [n, heads, nope + rope] -> out [n, output_dim].
+  void CompactHeadOutputs(const float* o, int64_t n, float* out) const;
+
   // The naive form, in double precision: per-head keys and values expanded from the latent
   // rows latents[0 .. num_keys), causal attention of the n queries q (at positions num_keys -
   // n ...) over them, out [n, output_dim].
@@ -71,8 +79,9 @@ class MlaLayer {
   std::vector<float> kv_a_norm_;   // [kv_lora]
   std::vector<Tensor> k_absorb_;   // per head [kv_lora, nope]: W_UK[h]^T (f32 or the file's)
   std::vector<Tensor> v_up_;       // per head [v, kv_lora]: W_UV[h]
+  Tensor kv_b_;                    // [heads * (nope + v), kv_lora], with expansion only
   // Scratch.
-  std::vector<float> q_lora_rows_, head_in_, head_out_;
+  std::vector<float> q_lora_rows_, head_in_, head_out_, expanded_;
 };
 
 }  // namespace kvserve

@@ -30,8 +30,9 @@ struct ExpertChoice {
 ExpertChoice RouteToken(const MoeConfig& moe, const float* logits, const std::vector<float>& bias);
 
 // One MoE layer's weights: views into the loaded tensors (owned by the LoadedModel) plus the
-// per-expert 2-D slices of the 3-D expert tensors (views sharing their owner, packed at load
-// like any matmul weight). Immutable after Load; Forward is not thread-safe (scratch buffers).
+// per-expert 2-D slices of the 3-D expert tensors (views sharing their owner, in the file's
+// layout: packing them would hold a second copy of every expert). Load packs the router and the
+// shared experts, which see every row. Immutable after Load; Forward is not thread-safe.
 class MoeLayer {
  public:
   // blk.N.ffn_gate_inp.weight [E, D], blk.N.exp_probs_b.bias [E] (when selection_bias),
