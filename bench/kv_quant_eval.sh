@@ -15,6 +15,9 @@
 #     the first SMOL_WINDOWS windows of SMOL_CTX tokens of the same text (~40 s per dtype at 2
 #     threads). Its perplexity is meaningless (random weights); its KLD shows how each KV dtype
 #     perturbs a model of a real shape (30 layers, 3 KV heads of 64).
+#  3. the synthetic DeepSeek presets deepseek-v2-tiny and deepseek-v3-tiny (f32 weights, MLA:
+#     one latent row of 64 + 16 values per token and layer) over the same SMOL_WINDOWS windows:
+#     what each dtype does to a latent cache (int8: one scale per token and layer).
 # Each window is one forward pass (--batch-size = --ctx); K/V are written to the cache before
 # attention reads them, so every attention read sees the quantized values. fp8 scales are
 # calibrated at start-up on kvserve's built-in text (the models carry none).
@@ -69,6 +72,12 @@ for d in $DTYPES; do run stories260K "$STORIES" "$d" --ctx "$STORIES_CTX"; done
 for d in $DTYPES; do
   run smollm2-135m "$SMOL" "$d" --ctx "$SMOL_CTX" --max-windows "$SMOL_WINDOWS"
 done
+for p in deepseek-v2-tiny deepseek-v3-tiny; do
+  [[ -f "$OUT_DIR/$p.gguf" ]] || "$KVSERVE" mkmodel --preset "$p" --seed 0 -o "$OUT_DIR/$p.gguf" >&2
+  for d in $DTYPES; do
+    run "$p" "$OUT_DIR/$p.gguf" "$d" --ctx "$SMOL_CTX" --max-windows "$SMOL_WINDOWS"
+  done
+done
 
 python3 - "$OUT_DIR" "$DTYPES" "$THREADS" >"$OUT_DIR/kv_quant_eval.md" <<'EOF'
 import json, sys
@@ -116,5 +125,7 @@ def table(name, title, with_ppl):
 
 table("stories260K", "stories260K (trained, f32 weights)", True)
 table("smollm2-135m", "synthetic smollm2-135m (random Q8_0 weights)", False)
+table("deepseek-v2-tiny", "synthetic deepseek-v2-tiny (MLA latent cache, random f32 weights)", False)
+table("deepseek-v3-tiny", "synthetic deepseek-v3-tiny (MLA latent cache, random f32 weights)", False)
 EOF
 cat "$OUT_DIR/kv_quant_eval.md"

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/gguf.h"
+#include "model/llama.h"
 #include "model/model_loader.h"
 #include "model/synthetic.h"
 
@@ -578,6 +579,33 @@ TEST(PlanModelTest, GgufDeepSeek2IsMla) {
   EXPECT_EQ(m->name, "DeepSeek-V2-Lite");
   EXPECT_EQ(m->kv_layout, KvLayout::kMlaLatent);
   EXPECT_EQ(Plan(*m, Options(1000, "bf16")).bytes_per_token, 31104);
+}
+
+// What `kvserve plan -m FILE` says a token costs is what the server's cache allocates for the
+// same file (the start-up banner prints LlamaModel::kv_spec), for an MLA file of either
+// layout in every KV dtype.
+TEST(PlanModelTest, MlaFileBytesPerTokenEqualTheModelsCache) {
+  ScratchDir dir;
+  for (const char* preset : {"deepseek-v2-tiny", "deepseek-v3-tiny"}) {
+    SyntheticModelOptions o;
+    o.preset = preset;
+    StatusOr<LoadedModel> m = MakeSyntheticModel(o);
+    ASSERT_TRUE(m.ok());
+    const std::string path = dir.file(std::string(preset) + ".gguf");
+    ASSERT_TRUE(SaveGgufModel(*m, path).ok());
+    StatusOr<PlanModel> plan = LoadPlanModel(path);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    StatusOr<LoadedModel> loaded = LoadGgufModel(path, {});
+    ASSERT_TRUE(loaded.ok());
+    auto model = LlamaModel::Create(std::move(loaded).value());
+    ASSERT_TRUE(model.ok());
+    for (const char* dtype : {"f32", "f16", "bf16", "fp8_e4m3", "int8"}) {
+      const int64_t planned = Plan(*plan, Options(1000, dtype)).bytes_per_token;
+      const DType d = ParseKvCacheDtype(dtype, DType::kF32).value();
+      EXPECT_EQ(planned, (*model)->kv_spec(d, 16).bytes_per_token()) << preset << " " << dtype;
+    }
+    EXPECT_EQ(plan->num_parameters, m->config.NumParameters());
+  }
 }
 
 TEST(PlanModelTest, MissingFilesAreErrors) {
