@@ -6,25 +6,11 @@
 
 #include "base/check.h"
 #include "kernels/kernels.h"
+#include "model/model_tensors.h"
 
 namespace kvserve {
 namespace {
 
-StatusOr<const Tensor*> FindShaped(const LoadedModel& model, const std::string& name,
-                                   const std::vector<int64_t>& shape) {
-  auto it = model.tensors.find(name);
-  if (it == model.tensors.end()) return NotFoundError("model is missing tensor '" + name + "'");
-  if (it->second.shape != shape) {
-    Tensor want;
-    want.shape = shape;
-    return InvalidArgumentError("tensor '" + name + "' has shape " + it->second.ShapeString() +
-                                ", expected " + want.ShapeString());
-  }
-  if (it->second.dtype == DType::kQ8_0 && shape.back() % kQ8_0BlockElems != 0) {
-    return InvalidArgumentError("tensor '" + name + "': q8_0 rows must be whole blocks");
-  }
-  return &it->second;
-}
 
 std::vector<float> ToF32(const Tensor& t) {
   std::vector<float> out(static_cast<size_t>(t.num_elements()));
@@ -69,23 +55,23 @@ Status MlaLayer::Load(const ModelConfig& c, LoadedModel& model, int64_t layer,
   const int64_t D = hidden_, qk = nope_ + rope_;
   const std::string p = "blk." + std::to_string(layer) + ".";
   if (q_lora_ > 0) {
-    KV_ASSIGN_OR_RETURN(wq_a_, FindShaped(model, p + "attn_q_a.weight", {q_lora_, D}));
-    KV_ASSIGN_OR_RETURN(const Tensor* norm, FindShaped(model, p + "attn_q_a_norm.weight", {q_lora_}));
+    KV_ASSIGN_OR_RETURN(wq_a_, FindShapedTensor(model, p + "attn_q_a.weight", {q_lora_, D}));
+    KV_ASSIGN_OR_RETURN(const Tensor* norm, FindShapedTensor(model, p + "attn_q_a_norm.weight", {q_lora_}));
     q_a_norm_ = ToF32(*norm);
-    KV_ASSIGN_OR_RETURN(wq_b_, FindShaped(model, p + "attn_q_b.weight", {heads_ * qk, q_lora_}));
+    KV_ASSIGN_OR_RETURN(wq_b_, FindShapedTensor(model, p + "attn_q_b.weight", {heads_ * qk, q_lora_}));
   } else {
-    KV_ASSIGN_OR_RETURN(wq_, FindShaped(model, p + "attn_q.weight", {heads_ * qk, D}));
+    KV_ASSIGN_OR_RETURN(wq_, FindShapedTensor(model, p + "attn_q.weight", {heads_ * qk, D}));
   }
-  KV_ASSIGN_OR_RETURN(wkv_a_, FindShaped(model, p + "attn_kv_a_mqa.weight", {kv_lora_ + rope_, D}));
+  KV_ASSIGN_OR_RETURN(wkv_a_, FindShapedTensor(model, p + "attn_kv_a_mqa.weight", {kv_lora_ + rope_, D}));
   KV_ASSIGN_OR_RETURN(const Tensor* kv_norm,
-                      FindShaped(model, p + "attn_kv_a_norm.weight", {kv_lora_}));
+                      FindShapedTensor(model, p + "attn_kv_a_norm.weight", {kv_lora_}));
   kv_a_norm_ = ToF32(*kv_norm);
 
   k_absorb_.clear();
   v_up_.clear();
   if (model.tensors.count(p + "attn_kv_b.weight")) {
     KV_ASSIGN_OR_RETURN(const Tensor* kv_b,
-                        FindShaped(model, p + "attn_kv_b.weight", {heads_ * (nope_ + v_dim_), kv_lora_}));
+                        FindShapedTensor(model, p + "attn_kv_b.weight", {heads_ * (nope_ + v_dim_), kv_lora_}));
     // W_UK[h]^T, transposed once into f32 (the file stores W_UK[h] as nope rows of kv_lora).
     for (int64_t h = 0; h < heads_; ++h) {
       const Tensor w_uk = RowSlice(*kv_b, h * (nope_ + v_dim_), nope_);
@@ -100,9 +86,9 @@ Status MlaLayer::Load(const ModelConfig& c, LoadedModel& model, int64_t layer,
     }
   } else {
     KV_ASSIGN_OR_RETURN(const Tensor* k_b,
-                        FindShaped(model, p + "attn_k_b.weight", {heads_, kv_lora_, nope_}));
+                        FindShapedTensor(model, p + "attn_k_b.weight", {heads_, kv_lora_, nope_}));
     KV_ASSIGN_OR_RETURN(const Tensor* v_b,
-                        FindShaped(model, p + "attn_v_b.weight", {heads_, v_dim_, kv_lora_}));
+                        FindShapedTensor(model, p + "attn_v_b.weight", {heads_, v_dim_, kv_lora_}));
     for (int64_t h = 0; h < heads_; ++h) {
       Tensor kh = RowSlice(*k_b, h * kv_lora_, kv_lora_);
       Tensor vh = RowSlice(*v_b, h * v_dim_, v_dim_);

@@ -13,6 +13,22 @@ StatusOr<Tensor> VectorToF32(const Tensor& t, const std::string& name) {
   return out;
 }
 
+StatusOr<const Tensor*> FindShapedTensor(const LoadedModel& model, const std::string& name,
+                                         const std::vector<int64_t>& shape) {
+  auto it = model.tensors.find(name);
+  if (it == model.tensors.end()) return NotFoundError("model is missing tensor '" + name + "'");
+  if (it->second.shape != shape) {
+    Tensor want;
+    want.shape = shape;
+    return InvalidArgumentError("tensor '" + name + "' has shape " + it->second.ShapeString() +
+                                ", expected " + want.ShapeString());
+  }
+  if (it->second.dtype == DType::kQ8_0 && shape.back() % kQ8_0BlockElems != 0) {
+    return InvalidArgumentError("tensor '" + name + "': q8_0 rows must be whole blocks");
+  }
+  return &it->second;
+}
+
 namespace {
 
 bool IsWeightDType(DType d) {

@@ -9,6 +9,7 @@
 
 #include "base/status.h"
 #include "model/model_config.h"
+#include "model/model_loader.h"
 #include "tensor/tensor.h"
 
 namespace kvserve {
@@ -31,6 +32,11 @@ std::vector<ExpectedTensor> ExpectedModelTensors(const ModelConfig& config);
 Status CollectModelTensors(const ModelConfig& config,
                            const std::function<StatusOr<Tensor>(const std::string&)>& lookup,
                            std::map<std::string, Tensor>* out);
+
+// The named tensor of `model` with exactly `shape` (q8_0 rows must be whole blocks); NotFound
+// or InvalidArgument naming it otherwise. The pointer stays valid while the model lives.
+StatusOr<const Tensor*> FindShapedTensor(const LoadedModel& model, const std::string& name,
+                                         const std::vector<int64_t>& shape);
 
 // A 1-D f16/bf16 tensor copied to f32 (f32 returned as is); other dtypes are refused.
 StatusOr<Tensor> VectorToF32(const Tensor& t, const std::string& name);

@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "kernels/kernels.h"
+#include "model/model_tensors.h"
 
 namespace kvserve {
 namespace {
@@ -20,18 +21,6 @@ void GatherRows(const float* x, int64_t cols, const std::vector<std::pair<int64_
   }
 }
 
-StatusOr<const Tensor*> FindShaped(const LoadedModel& model, const std::string& name,
-                                   const std::vector<int64_t>& shape) {
-  auto it = model.tensors.find(name);
-  if (it == model.tensors.end()) return NotFoundError("model is missing tensor '" + name + "'");
-  if (it->second.shape != shape) {
-    Tensor want;
-    want.shape = shape;
-    return InvalidArgumentError("tensor '" + name + "' has shape " + it->second.ShapeString() +
-                                ", expected " + want.ShapeString());
-  }
-  return &it->second;
-}
 
 // The 2-D slices of a 3-D expert tensor [E, rows, cols], views of the file's layout. Not packed
 // for the batched matmul (as dense weights are): that would hold a second copy of every expert,
@@ -114,15 +103,15 @@ Status MoeLayer::Load(const ModelConfig& c, LoadedModel& model, int64_t layer,
   hidden_dim_ = c.hidden_dim;
   const int64_t D = c.hidden_dim, E = moe_.num_experts, F = moe_.expert_ffn_dim;
   const std::string p = "blk." + std::to_string(layer) + ".";
-  KV_ASSIGN_OR_RETURN(router_, FindShaped(model, p + "ffn_gate_inp.weight", {E, D}));
+  KV_ASSIGN_OR_RETURN(router_, FindShapedTensor(model, p + "ffn_gate_inp.weight", {E, D}));
   if (moe_.selection_bias) {
-    KV_ASSIGN_OR_RETURN(const Tensor* b, FindShaped(model, p + "exp_probs_b.bias", {E}));
+    KV_ASSIGN_OR_RETURN(const Tensor* b, FindShapedTensor(model, p + "exp_probs_b.bias", {E}));
     bias_.resize(static_cast<size_t>(E));
     DequantizeRow(b->dtype, b->data, bias_.data(), E);
   }
-  KV_ASSIGN_OR_RETURN(const Tensor* gate, FindShaped(model, p + "ffn_gate_exps.weight", {E, F, D}));
-  KV_ASSIGN_OR_RETURN(const Tensor* up, FindShaped(model, p + "ffn_up_exps.weight", {E, F, D}));
-  KV_ASSIGN_OR_RETURN(const Tensor* down, FindShaped(model, p + "ffn_down_exps.weight", {E, D, F}));
+  KV_ASSIGN_OR_RETURN(const Tensor* gate, FindShapedTensor(model, p + "ffn_gate_exps.weight", {E, F, D}));
+  KV_ASSIGN_OR_RETURN(const Tensor* up, FindShapedTensor(model, p + "ffn_up_exps.weight", {E, F, D}));
+  KV_ASSIGN_OR_RETURN(const Tensor* down, FindShapedTensor(model, p + "ffn_down_exps.weight", {E, D, F}));
   for (const Tensor* t : {gate, up, down}) {
     if (t->dtype == DType::kQ8_0 && t->shape[2] % kQ8_0BlockElems != 0) {
       return InvalidArgumentError("expert tensor rows must be whole q8_0 blocks");
@@ -133,9 +122,9 @@ Status MoeLayer::Load(const ModelConfig& c, LoadedModel& model, int64_t layer,
   down_ = ExpertSlices(*down);
   if (moe_.num_shared_experts > 0) {
     const int64_t S = moe_.num_shared_experts * F;
-    KV_ASSIGN_OR_RETURN(shared_gate_, FindShaped(model, p + "ffn_gate_shexp.weight", {S, D}));
-    KV_ASSIGN_OR_RETURN(shared_up_, FindShaped(model, p + "ffn_up_shexp.weight", {S, D}));
-    KV_ASSIGN_OR_RETURN(shared_down_, FindShaped(model, p + "ffn_down_shexp.weight", {D, S}));
+    KV_ASSIGN_OR_RETURN(shared_gate_, FindShapedTensor(model, p + "ffn_gate_shexp.weight", {S, D}));
+    KV_ASSIGN_OR_RETURN(shared_up_, FindShapedTensor(model, p + "ffn_up_shexp.weight", {S, D}));
+    KV_ASSIGN_OR_RETURN(shared_down_, FindShapedTensor(model, p + "ffn_down_shexp.weight", {D, S}));
     // The shared experts and the router see every row of a step: packed like dense weights.
     for (const char* name : {"ffn_gate_shexp.weight", "ffn_up_shexp.weight",
                              "ffn_down_shexp.weight", "ffn_gate_inp.weight"}) {

@@ -10,7 +10,9 @@
 
 #include "base/hash.h"
 #include "base/check.h"
+#include "base/system_memory.h"
 #include "base/thread_pool.h"
+#include "kv/kv_spec.h"
 #include "model/model_tensors.h"
 #include "tokenizer/bpe.h"
 
@@ -229,6 +231,29 @@ StatusOr<ModelConfig> SyntheticPresetConfig(const std::string& preset) {
     c.rope.scaling_factor = 4.0f;
     c.rope.yarn_original_max_positions = 512;
     c.mla.yarn_log_multiplier = 1.0f;
+  } else if (preset == "deepseek-v3") {  // deepseek-ai/DeepSeek-V3 config.json (R1: the same)
+    // Without its multi-token-prediction layer. For the planner: 671B parameters are more
+    // than a machine here can make (MakeSyntheticModel refuses what does not fit).
+    MlaConfig mla{.q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_head_dim = 128,
+                  .qk_rope_head_dim = 64, .v_head_dim = 128};
+    MoeConfig moe;
+    moe.num_experts = 256;
+    moe.num_experts_used = 8;
+    moe.num_shared_experts = 1;
+    moe.expert_ffn_dim = 2048;
+    moe.first_dense_layers = 3;
+    moe.gating = ExpertGating::kSigmoid;
+    moe.selection_bias = true;
+    moe.normalize_weights = true;
+    moe.weights_scale = 2.5f;
+    moe.num_groups = 8;
+    moe.num_groups_used = 4;
+    c = DeepseekConfig("DeepSeek-V3", 129280, 7168, 18432, 61, 128, mla, moe);
+    c.max_seq_len = 163840;
+    c.rope.scaling = RopeScalingType::kYarn;
+    c.rope.scaling_factor = 40.0f;
+    c.rope.yarn_original_max_positions = 4096;
+    c.mla.yarn_log_multiplier = 1.0f;
   } else if (preset == "deepseek-v2-lite") {  // deepseek-ai/DeepSeek-V2-Lite config.json
     MlaConfig mla{.q_lora_rank = 0, .kv_lora_rank = 512, .qk_nope_head_dim = 128,
                   .qk_rope_head_dim = 64, .v_head_dim = 128};
@@ -434,6 +459,14 @@ StatusOr<LoadedModel> MakeSyntheticModel(const SyntheticModelOptions& options,
     int64_t rows = 1;
     for (size_t i = 0; i + 1 < s.shape.size(); ++i) rows *= s.shape[i];
     total_bytes += DTypeRowBytes(dt, s.shape.back()) * rows;
+  }
+  if (const int64_t available = AvailableMemoryBytes(); available > 0 && total_bytes > available) {
+    return ResourceExhaustedError("the " + options.preset + " preset in " + DTypeName(wtype) +
+                                  " needs " + FormatBytesDecimalAndBinary(
+                                                  static_cast<double>(total_bytes)) +
+                                  " of memory; this machine has " +
+                                  FormatBytesDecimalAndBinary(static_cast<double>(available)) +
+                                  " available");
   }
 
   // Uniform in [-a, a) has std a / sqrt(3): a = 0.02 * sqrt(3) gives std 0.02.

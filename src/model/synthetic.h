@@ -31,7 +31,8 @@ StatusOr<DType> ParseSyntheticWeightDType(const std::string& name);
 // "tiny", "smollm2-135m", "qwen2.5-0.5b", "llama-3.2-1b".
 std::vector<std::string> SyntheticPresetNames();
 // The preset's configuration (as in the real model's config.json); unknown names give
-// InvalidArgument listing the known ones.
+// InvalidArgument listing the known ones. Also "deepseek-v3" (the planner's: too large to
+// make on these machines, so not among the names above).
 StatusOr<ModelConfig> SyntheticPresetConfig(const std::string& preset);
 
 // Random-weight model of the preset's shape, deterministic in `seed` (independent of the

@@ -156,29 +156,6 @@ ModelDescription Dense(const char* name, const char* arch, int64_t vocab, int64_
 }
 
 // deepseek-ai/DeepSeek-V2-Lite config.json: MLA attention, MoE feed-forward.
-// deepseek-ai/DeepSeek-V3 config.json (R1 has the same shapes): MLA with q LoRA, 256 routed
-// experts (8 used, sigmoid scores with a selection bias, 8 groups of which 4 are eligible) and
-// one shared expert, 3 dense layers first.
-ModelDescription DeepSeekV3() {
-  ModelDescription d =
-      Dense("DeepSeek-V3", "deepseek_v3", 129280, 7168, 18432, 61, 128, 128, 192, 163840);
-  d.config.mla = MlaConfig{.q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_head_dim = 128,
-                           .qk_rope_head_dim = 64, .v_head_dim = 128};
-  d.config.rope.rotary_dim = 64;
-  MoeConfig& moe = d.config.moe;
-  moe.num_experts = 256;
-  moe.num_experts_used = 8;
-  moe.num_shared_experts = 1;
-  moe.expert_ffn_dim = 2048;
-  moe.first_dense_layers = 3;
-  moe.gating = ExpertGating::kSigmoid;
-  moe.selection_bias = true;
-  moe.normalize_weights = true;
-  moe.weights_scale = 2.5f;
-  moe.num_groups = 8;
-  moe.num_groups_used = 4;
-  return d;
-}
 
 }  // namespace
 
@@ -198,10 +175,8 @@ StatusOr<PlanModel> PlanModelFromPreset(const std::string& name) {
     d = Dense("Mistral-7B-v0.3", "mistral", 32768, 4096, 14336, 32, 32, 8, 128, 32768);
   } else if (name == "qwen2.5-7b") {  // Qwen/Qwen2.5-7B
     d = Dense("Qwen2.5-7B", "qwen2", 152064, 3584, 18944, 28, 28, 4, 128, 131072);
-  } else if (name == "deepseek-v3") {
-    d = DeepSeekV3();
   } else if (name == "smollm2-135m" || name == "qwen2.5-0.5b" || name == "llama-3.2-1b" ||
-             name == "deepseek-v2-lite") {
+             name == "deepseek-v2-lite" || name == "deepseek-v3") {
     // The shapes `kvserve mkmodel` also builds.
     KV_ASSIGN_OR_RETURN(ModelConfig c, SyntheticPresetConfig(name));
     d.emplace();

@@ -45,12 +45,7 @@ std::vector<TokenId> Tokens(const std::vector<RequestOutput>& outs) {
 }
 
 RequestInput Greedy(std::vector<TokenId> prompt, int64_t max_tokens) {
-  RequestInput in;
-  in.prompt_ids = std::move(prompt);
-  in.max_tokens = max_tokens;
-  in.sampling.temperature = 0.0f;
-  in.ignore_eos = true;
-  return in;
+  return testing::GreedyRequest(std::move(prompt), max_tokens);
 }
 
 TEST(EngineCoreTest, StopsAtTheContextLimitAndReportsTheFootprint) {

@@ -15,12 +15,7 @@ namespace kvserve {
 namespace {
 
 RequestInput Greedy(std::vector<TokenId> prompt, int64_t max_tokens) {
-  RequestInput in;
-  in.prompt_ids = std::move(prompt);
-  in.max_tokens = max_tokens;
-  in.sampling.temperature = 0.0f;
-  in.ignore_eos = true;
-  return in;
+  return testing::GreedyRequest(std::move(prompt), max_tokens);
 }
 
 // Greedy continuation through the dense reference path, token by token.

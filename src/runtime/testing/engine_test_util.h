@@ -44,6 +44,16 @@ inline std::unique_ptr<EngineCore> MakeTestCore(const EngineCoreOptions& options
   return core.ok() ? std::move(core).value() : nullptr;
 }
 
+// A greedy request for max_tokens tokens that ignores EOS.
+inline RequestInput GreedyRequest(std::vector<TokenId> prompt, int64_t max_tokens) {
+  RequestInput in;
+  in.prompt_ids = std::move(prompt);
+  in.max_tokens = max_tokens;
+  in.sampling.temperature = 0.0f;
+  in.ignore_eos = true;
+  return in;
+}
+
 // Steps until every request has finished; returns every output in order.
 inline std::vector<RequestOutput> RunToEnd(EngineCore& core) {
   std::vector<RequestOutput> outs;
