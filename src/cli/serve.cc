@@ -167,6 +167,8 @@ int RunServe(const ServeOptions& o) {
   so.kv.block_size = kv->spec.block_size;
   so.kv.num_blocks = kv->num_blocks();
   so.kv.bytes_per_token = kv->spec.bytes_per_token();
+  so.kv.layout = KvLayoutName(kv->spec.layout);
+  so.kv.values_per_token_per_layer = kv->spec.values_per_token_per_layer();
   so.kv.num_layers = kv->spec.num_layers;
   so.kv.num_kv_heads = kv->spec.num_kv_heads;
   so.kv.scales = kv->storage->scales();

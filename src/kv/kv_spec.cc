@@ -7,6 +7,10 @@
 
 namespace kvserve {
 
+const char* KvLayoutName(KvLayout layout) {
+  return layout == KvLayout::kSeparateKv ? "separate_kv" : "mla_latent";
+}
+
 bool IsKvCacheDtype(DType dtype) {
   switch (dtype) {
     case DType::kF32: case DType::kF16: case DType::kBF16: case DType::kFp8E4M3:

@@ -19,6 +19,9 @@ enum class KvLayout {
   kMlaLatent,
 };
 
+// "separate_kv" or "mla_latent" (plan's JSON, /metrics).
+const char* KvLayoutName(KvLayout layout);
+
 // Plain value type. Bytes per token count everything the cache stores per token (values and,
 // for int8, the per-token scales); fp8's per-layer, per-KV-head scales are a fixed cost
 // (fixed_scale_bytes()), not per token.

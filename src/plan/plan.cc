@@ -87,9 +87,6 @@ std::string BytesPerTokenFormula(const KvCacheSpec& s) {
   return f;
 }
 
-const char* LayoutName(KvLayout layout) {
-  return layout == KvLayout::kSeparateKv ? "separate_kv" : "mla_latent";
-}
 
 // Weight dtypes --weights-dtype accepts: the KV dtypes (and their aliases) plus q8_0.
 StatusOr<DType> ParseWeightsDtype(const std::string& name) {
@@ -366,7 +363,7 @@ std::string FormatPlanJson(const PlanResult& p) {
       {"architecture", m.architecture},
       {"num_layers", m.num_layers},
       {"num_heads", m.num_heads},
-      {"kv_layout", LayoutName(m.kv_layout)},
+      {"kv_layout", KvLayoutName(m.kv_layout)},
       {"num_kv_heads",
        m.kv_layout == KvLayout::kSeparateKv ? ojson(m.num_kv_heads) : ojson(nullptr)},
       {"head_dim", m.kv_layout == KvLayout::kSeparateKv ? ojson(m.head_dim) : ojson(nullptr)},

@@ -40,7 +40,9 @@ struct KvCacheInfo {
   std::string dtype;  // "f32", "fp8_e4m3", ...
   int64_t block_size = 0;
   int64_t num_blocks = 0;
-  int64_t bytes_per_token = 0;
+  int64_t bytes_per_token = 0;      // KvCacheSpec::bytes_per_token (what plan prints)
+  std::string layout = "separate_kv";  // KvLayoutName
+  int64_t values_per_token_per_layer = 0;
   int64_t num_layers = 0;
   int64_t num_kv_heads = 0;
   KvScales scales;  // fp8 per-layer, per-head scales (empty otherwise)

@@ -37,6 +37,16 @@ std::string OpenAiServer::RenderMetrics() const {
            static_cast<double>(kv.num_blocks * kv.block_size));
   w.single("kv_cache_capacity_bytes", "gauge", "Bytes of KV cache pages.",
            static_cast<double>(kv.num_blocks * kv.block_size * kv.bytes_per_token));
+  w.single("kv_cache_bytes_per_token", "gauge",
+           "KV bytes one token holds over all layers (values and int8 scales), as `kvserve plan` "
+           "computes them.",
+           static_cast<double>(kv.bytes_per_token));
+  w.family("kv_cache_layout_info", "gauge",
+           "The KV cache's layout (separate_kv: K and V per KV head; mla_latent: one latent row "
+           "per token and layer) and values per token and layer (value 1).");
+  w.sample("kv_cache_layout_info", 1.0,
+           {{"layout", kv.layout},
+            {"values_per_token_per_layer", std::to_string(kv.values_per_token_per_layer)}});
   w.single("kv_cache_blocks", "gauge", "KV blocks in the pool.", static_cast<double>(st.num_blocks));
   w.family("kv_cache_blocks_by_state", "gauge",
            "KV blocks by state: in_use (held by requests), cached (only the prefix cache), free.");
