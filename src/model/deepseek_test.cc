@@ -438,12 +438,22 @@ TEST(DeepseekModelTest, HuggingFaceFolderEqualsTheGgufLayout) {
     EXPECT_FALSE(hf->config.mla.split_kv_b);
     EXPECT_EQ(hf->config.rope.scaling, m->config.rope.scaling);
     EXPECT_EQ(hf->config.NumParameters(), m->config.NumParameters());
+    // `kvserve convert` of the folder: llama.cpp's MLA layout again (attn_k_b / attn_v_b).
+    const std::string gguf = dir + "/converted.gguf";
+    ASSERT_TRUE(SaveGgufModel(*hf, gguf).ok());
+    StatusOr<LoadedModel> converted = LoadGgufModel(gguf, {});
+    ASSERT_TRUE(converted.ok()) << converted.status().ToString();
+    EXPECT_TRUE(converted->config.mla.split_kv_b);
+    EXPECT_EQ(converted->tensors.count("blk.0.attn_kv_b.weight"), 0u);
+    auto c = LlamaModel::Create(std::move(converted).value());
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
     auto a = LlamaModel::Create(std::move(m).value());
     auto b = LlamaModel::Create(std::move(hf).value());
     ASSERT_TRUE(a.ok() && b.ok()) << (b.ok() ? "" : b.status().ToString());
     const std::vector<TokenId> tokens = Tokens(12, 9);
     const std::vector<float> la = DenseLogits(**a, tokens), lb = DenseLogits(**b, tokens);
     EXPECT_LT(MaxAbsDiff(la, lb), 1e-4 * MaxAbs(la) + 1e-6) << preset;
+    EXPECT_EQ(DenseLogits(**c, tokens), la) << "the split layout holds the same values";
     auto storage = KvStorage::Create((*b)->kv_spec(DType::kF32, 16), 4);
     ASSERT_TRUE(storage.ok());
     const std::vector<float> paged = PagedLogits(**b, tokens, storage->get(), 5, nullptr);

@@ -352,9 +352,55 @@ void SetDeepseek2Keys(const ModelConfig& c, GgufWriter* w) {
 
 }  // namespace
 
-Status SaveGgufModel(const LoadedModel& model, const std::string& path) {
+// llama.cpp's MLA layout from attn_kv_b [heads * (nope + v), kv_lora] (HF kv_b_proj):
+// attn_k_b [heads, kv_lora, nope] (W_UK[h] transposed) and attn_v_b [heads, v, kv_lora], element
+// for element in the same float dtype (exact). Returns the model unchanged when attn_kv_b is
+// quantized (a transposed q8_0 would need requantizing): it is saved in the older layout,
+// which llama.cpp also loads.
+StatusOr<LoadedModel> SplitKvB(const LoadedModel& model) {
   const ModelConfig& c = model.config;
-  KV_RETURN_IF_ERROR(c.Validate());
+  LoadedModel out = model;
+  const int64_t H = c.num_heads, nope = c.mla.qk_nope_head_dim, v = c.mla.v_head_dim,
+                r = c.mla.kv_lora_rank;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    KV_ASSIGN_OR_RETURN(Tensor kv_b, model.Get("blk." + std::to_string(l) + ".attn_kv_b.weight"));
+    if (kv_b.dtype != DType::kF32 && kv_b.dtype != DType::kF16 && kv_b.dtype != DType::kBF16) {
+      return model;
+    }
+  }
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    const Tensor kv_b = model.tensors.at(p + "attn_kv_b.weight");
+    const size_t e = static_cast<size_t>(DTypeBlockBytes(kv_b.dtype));  // bytes per value
+    Tensor k_b = Tensor::Allocate(kv_b.dtype, {H, r, nope});
+    Tensor v_b = Tensor::Allocate(kv_b.dtype, {H, v, r});
+    const char* src = static_cast<const char*>(kv_b.data);
+    char* kd = static_cast<char*>(k_b.mutable_data());
+    char* vd = static_cast<char*>(v_b.mutable_data());
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t i = 0; i < nope; ++i) {
+        for (int64_t j = 0; j < r; ++j) {
+          std::memcpy(kd + ((h * r + j) * nope + i) * e, src + ((h * (nope + v) + i) * r + j) * e, e);
+        }
+      }
+      std::memcpy(vd + h * v * r * e, src + (h * (nope + v) + nope) * r * e, v * r * e);
+    }
+    out.tensors.erase(p + "attn_kv_b.weight");
+    out.tensors[p + "attn_k_b.weight"] = k_b;
+    out.tensors[p + "attn_v_b.weight"] = v_b;
+  }
+  out.config.mla.split_kv_b = true;
+  return out;
+}
+
+Status SaveGgufModel(const LoadedModel& original, const std::string& path) {
+  KV_RETURN_IF_ERROR(original.config.Validate());
+  LoadedModel split;
+  if (original.config.is_mla() && !original.config.mla.split_kv_b) {
+    KV_ASSIGN_OR_RETURN(split, SplitKvB(original));
+  }
+  const LoadedModel& model = split.tensors.empty() ? original : split;
+  const ModelConfig& c = model.config;
   if (c.architecture != "llama" && c.architecture != "mistral" && c.architecture != "qwen2" &&
       c.architecture != "deepseek2") {
     return UnimplementedError("cannot save architecture '" + c.architecture + "' as GGUF");
