@@ -389,47 +389,34 @@ void KvStorage::ReadSlot(int64_t layer, int64_t slot, float* k, float* v) const 
   const int64_t heads = spec_.num_kv_heads, hd = spec_.head_dim;
   const Layer& L = layers_[static_cast<size_t>(layer)];
   const int64_t value_bytes = spec_.value_bytes();
-  if (!has_v()) {  // MLA: one latent row; v (optional) gets a copy
-    const int64_t elem = slot * hd;
-    if (spec_.dtype == DType::kI8) {
-      const float scale = L.k_scales.get()[slot];
-      const int8_t* q = reinterpret_cast<const int8_t*>(L.k.get()) + elem;
-      for (int64_t i = 0; i < hd; ++i) k[i] = q[i] * scale;
-    } else {
-      DequantizeRow(spec_.dtype, L.k.get() + elem * value_bytes, k, hd);
-      if (IsFp8(spec_.dtype)) {
-        for (int64_t i = 0; i < hd; ++i) k[i] *= scales_.k[static_cast<size_t>(layer)];
-      }
-    }
-    if (v != nullptr) std::copy(k, k + hd, v);
-    return;
-  }
   for (int64_t h = 0; h < heads; ++h) {
     const int64_t elem = (slot * heads + h) * hd;
     float k_scale = 1.0f, v_scale = 1.0f;
-    DType raw = spec_.dtype;
+    const DType raw = spec_.dtype;
     if (IsFp8(raw)) {
       k_scale = scales_.k[static_cast<size_t>(layer * heads + h)];
       v_scale = scales_.v[static_cast<size_t>(layer * heads + h)];
     }
     if (raw == DType::kI8) {
       k_scale = L.k_scales.get()[slot * heads + h];
-      v_scale = L.v_scales.get()[slot * heads + h];
-      const int8_t* kq = reinterpret_cast<const int8_t*>(L.k.get()) + elem;
-      const int8_t* vq = reinterpret_cast<const int8_t*>(L.v.get()) + elem;
-      for (int64_t i = 0; i < hd; ++i) {
-        k[h * hd + i] = kq[i] * k_scale;
-        v[h * hd + i] = vq[i] * v_scale;
-      }
-      continue;
+      if (has_v()) v_scale = L.v_scales.get()[slot * heads + h];
     }
-    DequantizeRow(raw, L.k.get() + elem * value_bytes, k + h * hd, hd);
-    DequantizeRow(raw, L.v.get() + elem * value_bytes, v + h * hd, hd);
-    for (int64_t i = 0; i < hd; ++i) {
-      k[h * hd + i] *= k_scale;
-      v[h * hd + i] *= v_scale;
+    // One plane at a time: K, then V where the cache has one.
+    for (int plane = 0; plane < (has_v() ? 2 : 1); ++plane) {
+      const uint8_t* src = (plane == 0 ? L.k.get() : L.v.get()) + elem * value_bytes;
+      float* dst = (plane == 0 ? k : v) + h * hd;
+      const float scale = plane == 0 ? k_scale : v_scale;
+      if (raw == DType::kI8) {
+        const int8_t* q = reinterpret_cast<const int8_t*>(src);
+        for (int64_t i = 0; i < hd; ++i) dst[i] = q[i] * scale;
+      } else {
+        DequantizeRow(raw, src, dst, hd);
+        for (int64_t i = 0; i < hd; ++i) dst[i] *= scale;
+      }
     }
   }
+  // MLA: the values are the latent row's first channels; v (optional) gets the whole row.
+  if (!has_v() && v != nullptr) std::copy(k, k + heads * hd, v);
 }
 
 KvScales Fp8ScalesFromAbsmax(DType dtype, const std::vector<float>& absmax_k,

@@ -101,6 +101,7 @@ class KvStorage {
   void MoveHeadSlots(int64_t layer, const std::vector<std::vector<int64_t>>& from,
                      const std::vector<std::vector<int64_t>>& to);
   // Dequantized K and V of one slot ([num_kv_heads * head_dim] each), for tests and tools.
+  // MLA: k gets the latent row; v (may be null) a copy of it.
   void ReadSlot(int64_t layer, int64_t slot, float* k, float* v) const;
 
   // Raw pages and scales for the attention kernels.

@@ -264,3 +264,53 @@ TEST(KvStorageTest, RejectsBadScalesAndSizes) {
 
 }  // namespace
 }  // namespace kvserve
+
+namespace kvserve {
+namespace {
+
+// An MLA latent cache holds one plane (the latent rows), its values are the keys' pages, and
+// writes, reads and slot moves work on that plane alone in every dtype.
+TEST(KvStorageMlaTest, OnePlaneOfLatentRows) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kI8, DType::kFp8E4M3}) {
+    const KvCacheSpec spec = KvCacheSpec::MlaLatent(2, 24, 8, dtype, 4);
+    auto storage = KvStorage::Create(spec, 3);
+    ASSERT_TRUE(storage.ok()) << storage.status().ToString();
+    KvStorage& s = **storage;
+    EXPECT_FALSE(s.has_v());
+    EXPECT_EQ(s.total_bytes(), 3 * spec.bytes_per_block() + spec.fixed_scale_bytes());
+    EXPECT_EQ(s.v_pages(1), s.k_pages(1));
+    EXPECT_EQ(s.v_token_scales(1), s.k_token_scales(1));
+    if (dtype == DType::kFp8E4M3) {
+      KvScales scales;
+      scales.k = {4.0f / 448.0f, 4.0f / 448.0f};
+      scales.v = scales.k;
+      scales.source = KvScaleSource::kManual;
+      ASSERT_TRUE(s.SetScales(scales).ok());
+      EXPECT_EQ(s.v_head_scales(1), s.k_head_scales(1));
+    }
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+    std::vector<float> rows(5 * 32);
+    for (float& x : rows) x = dist(rng);
+    const int64_t slots[5] = {0, 3, 5, 7, 11};
+    s.Write(1, slots, 5, rows.data(), nullptr);
+    const float tolerance = dtype == DType::kF32 ? 0.0f : dtype == DType::kBF16 ? 0.02f : 0.15f;
+    std::vector<float> k(32), v(32);
+    for (int64_t t = 0; t < 5; ++t) {
+      s.ReadSlot(1, slots[t], k.data(), v.data());
+      for (int64_t i = 0; i < 32; ++i) {
+        EXPECT_NEAR(k[i], rows[t * 32 + i], tolerance) << DTypeName(dtype);
+        EXPECT_EQ(v[i], k[i]);
+      }
+    }
+    // Token eviction's compaction moves the latent rows (and int8 scales) exactly.
+    std::vector<float> before(32), after(32);
+    s.ReadSlot(1, 11, before.data(), nullptr);
+    s.MoveHeadSlots(1, {{11}}, {{1}});
+    s.ReadSlot(1, 1, after.data(), nullptr);
+    EXPECT_EQ(after, before) << DTypeName(dtype);
+  }
+}
+
+}  // namespace
+}  // namespace kvserve

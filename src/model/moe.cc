@@ -58,6 +58,10 @@ ExpertChoice RouteToken(const MoeConfig& moe, const float* logits,
   if (!bias.empty()) {
     for (int64_t e = 0; e < E; ++e) select[e] += bias[static_cast<size_t>(e)];
   }
+  // A NaN score (a malformed file's weights) must not reach the sorts' comparisons.
+  for (float& x : select) {
+    if (std::isnan(x)) x = -std::numeric_limits<float>::infinity();
+  }
   if (moe.num_groups > 1) {  // only the best groups' experts stay eligible
     const int64_t per_group = E / moe.num_groups;
     std::vector<std::pair<float, int64_t>> group_scores;
