@@ -220,15 +220,15 @@ void LlamaModel::EnsureWorkspace(int64_t num_tokens) {
   xb_.resize(n * static_cast<size_t>(c.hidden_dim));
   q_.resize(n * q_dim);
   attn_.resize(n * std::max(q_dim, static_cast<size_t>(AttnOutDim(c))));
-  if (c.is_mla()) {
-    q_abs_.resize(n * static_cast<size_t>(c.num_heads) * kv_dim);
-    o_abs_.resize(n * static_cast<size_t>(c.num_heads) * kv_dim);
+  if (c.is_mla() && !options_.mla_expanded_kv) {  // per head, a latent row of each
+    const size_t latent_heads = static_cast<size_t>(c.num_heads * KvRowDim(c));
+    q_abs_.resize(n * latent_heads);
+    o_abs_.resize(n * latent_heads);
+  } else if (c.is_mla()) {
+    latent_.resize(n * static_cast<size_t>(KvRowDim(c)));
+    o_abs_.resize(n * q_dim);  // the heads' outputs at the key width
   }
   if (c.is_moe()) ffn_out_.resize(n * static_cast<size_t>(c.hidden_dim));
-  if (c.is_mla() && options_.mla_expanded_kv) {
-    latent_.resize(n * static_cast<size_t>(KvRowDim(c)));
-    q_abs_.resize(n * q_dim);  // the heads' outputs at the key width
-  }
   gate_.resize(n * static_cast<size_t>(c.ffn_dim));
   up_.resize(n * static_cast<size_t>(c.ffn_dim));
   k_.resize(n * kv_dim);
@@ -290,8 +290,8 @@ void LlamaModel::RunLayers(const TokenId* tokens, const int64_t* positions, int6
         // Overwrite the latent rows with the expanded heads (k_rows/v_rows have room for them).
         std::copy(k_rows, k_rows + n * KvRowDim(c), latent_.data());
         mla.ExpandKeysValues(latent_.data(), n, k_rows, v_rows, pool);
-        attend(l, q, k_rows, v_rows, q_abs_.data());
-        mla.CompactHeadOutputs(q_abs_.data(), n, attn);
+        attend(l, q, k_rows, v_rows, o_abs_.data());
+        mla.CompactHeadOutputs(o_abs_.data(), n, attn);
       } else {
         mla.AbsorbQuery(q, n, q_abs_.data(), pool);
         attend(l, q_abs_.data(), k_rows, nullptr, o_abs_.data());

@@ -203,6 +203,7 @@ class LlamaModel {
   std::vector<float> v_;       // [n, kv_dim]
   std::vector<float> q_abs_;   // MLA: [n, heads, latent row] absorbed queries
   std::vector<float> o_abs_;   // MLA: [n, heads, latent row] attention in the latent space
+                               // (mla_expanded_kv: [n, heads, head_dim] the heads' outputs)
   std::vector<float> ffn_out_;  // MoE: [n, hidden]
   std::vector<float> latent_;   // MLA with mla_expanded_kv: [n, latent row] before expansion
   std::vector<int64_t> positions_;  // [n] dense path

@@ -124,18 +124,20 @@ Status MoeLayer::Load(const ModelConfig& c, LoadedModel& model, int64_t layer,
   gate_ = ExpertSlices(*gate);
   up_ = ExpertSlices(*up);
   down_ = ExpertSlices(*down);
+  std::vector<std::string> every_row = {"ffn_gate_inp.weight"};
   if (moe_.num_shared_experts > 0) {
     const int64_t S = moe_.num_shared_experts * F;
     KV_ASSIGN_OR_RETURN(shared_gate_, FindShapedTensor(model, p + "ffn_gate_shexp.weight", {S, D}));
     KV_ASSIGN_OR_RETURN(shared_up_, FindShapedTensor(model, p + "ffn_up_shexp.weight", {S, D}));
     KV_ASSIGN_OR_RETURN(shared_down_, FindShapedTensor(model, p + "ffn_down_shexp.weight", {D, S}));
-    // The shared experts and the router see every row of a step: packed like dense weights.
-    for (const char* name : {"ffn_gate_shexp.weight", "ffn_up_shexp.weight",
-                             "ffn_down_shexp.weight", "ffn_gate_inp.weight"}) {
-      Tensor& t = model.tensors.at(p + name);
-      t.packed = kernels::PackMatmulWeights(t);
-      if (t.packed != nullptr) *packed_bytes += kernels::PackedMatmulWeightsBytes(t);
-    }
+    every_row.insert(every_row.end(),
+                     {"ffn_gate_shexp.weight", "ffn_up_shexp.weight", "ffn_down_shexp.weight"});
+  }
+  // The router and the shared experts see every row of a step: packed like dense weights.
+  for (const std::string& name : every_row) {
+    Tensor& t = model.tensors.at(p + name);
+    t.packed = kernels::PackMatmulWeights(t);
+    if (t.packed != nullptr) *packed_bytes += kernels::PackedMatmulWeightsBytes(t);
   }
   routed_.assign(static_cast<size_t>(E), {});
   return OkStatus();
