@@ -9,7 +9,8 @@ PACKAGES=(
   nlohmann-json3-dev                  # JSON
   libcli11-dev                        # command-line parsing
   libpcre2-dev                        # Unicode regexes for BPE pre-tokenizers
-  libcpp-httplib-dev                  # HTTP server (`kvserve serve`) and client (`bench serve`)
+  libboost-dev                        # Beast + Asio: the HTTP server of `kvserve serve`
+  libcpp-httplib-dev                  # HTTP client (`bench serve`, tests)
   prometheus                          # promtool validates /metrics in tests
   python3
   python3-jinja2                      # reference renderer for the chat template tests

@@ -27,9 +27,10 @@ ALLOWED = {
     "sim": {"runtime", "kv", "trace", "base"},
     "plan": {"model", "kv", "tokenizer", "tensor", "base"},
     "chat": {"model", "tokenizer", "base"},
-    "server": {"runtime", "model", "kv", "sampling", "tokenizer", "tensor", "base"},
+    "http": {"base"},
+    "server": {"http", "runtime", "model", "kv", "sampling", "tokenizer", "tensor", "base"},
     "loadgen": {"trace", "base"},
-    "cli": {"server", "chat", "loadgen", "eval", "sim", "trace", "plan", "runtime", "model", "kv",
+    "cli": {"server", "http", "chat", "loadgen", "eval", "sim", "trace", "plan", "runtime", "model", "kv",
             "sampling", "tokenizer", "kernels", "tensor", "base"},
 }
 

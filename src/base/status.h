@@ -20,6 +20,7 @@ enum class StatusCode {
   kDataLoss,
   kUnavailable,
   kInternal,
+  kCancelled,  // the caller went away (a client that disconnected)
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -52,6 +53,7 @@ inline Status UnimplementedError(std::string m) { return {StatusCode::kUnimpleme
 inline Status DataLossError(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status UnavailableError(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 inline Status InternalError(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status CancelledError(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
 
 // Holds either a value or a non-OK Status.
 template <typename T>

@@ -33,8 +33,7 @@ struct ServeOptions {
   std::string model_path;  // empty: the built-in default model
   std::string tokenizer_path;
   std::string served_model_name;
-  std::string host = "127.0.0.1";
-  int port = 8000;
+  http::HttpServerOptions http;  // --host, --port, connection cap, HTTP deadlines
   std::string api_key;
   KvCacheFlags kv;
   KvEvictionFlags eviction;  // the default policy of requests without "kv_policy"
@@ -85,7 +84,7 @@ int RunServe(const ServeOptions& o) {
   Status scheduler_flags = ValidateSchedulerFlags(o.scheduler);
   if (!scheduler_flags.ok()) return ReportError(scheduler_flags);
   if (o.max_queue_len < 0) return ReportError(InvalidArgumentError("--max-queue-len must be >= 0"));
-  if (o.port < 0 || o.port > 65535) {
+  if (o.http.port < 0 || o.http.port > 65535) {
     return ReportError(InvalidArgumentError("--port must be in [0, 65535]"));
   }
   SignalWatcher signals;  // before any thread starts
@@ -157,8 +156,7 @@ int RunServe(const ServeOptions& o) {
   if (policy->method != KvEvictionMethod::kNone) {
     std::fprintf(stderr, "kv eviction (default of requests): %s\n", policy->ToString().c_str());
   }
-  so.host = o.host;
-  so.port = o.port;
+  so.http = o.http;
   so.api_key = o.api_key;
   so.served_model_name = name;
   so.max_queue_len = o.max_queue_len;
@@ -194,6 +192,13 @@ int RunServe(const ServeOptions& o) {
                static_cast<long long>(o.max_queue_len), eo.enable_prefix_caching ? "on" : "off",
                sc.enable_chunked_prefill ? "on" : "off", threads,
                o.api_key.empty() ? "off" : "required", chat->description().c_str());
+  std::fprintf(stderr,
+               "serve: HTTP: --max-connections %lld, request body <= %s, header <= %s; "
+               "deadlines: header %.0f s, body %.0f s, keep-alive idle %.0f s\n",
+               static_cast<long long>(server.max_connections()),
+               HumanBytes(o.http.max_body_bytes).c_str(),
+               HumanBytes(o.http.max_header_bytes).c_str(), o.http.header_timeout_s,
+               o.http.body_timeout_s, o.http.idle_timeout_s);
   std::fprintf(stderr,
                "serve: listening on %s (OpenAI API under /v1, metrics at /metrics, health at "
                "/health). Stop with Ctrl-C or SIGTERM.\n",
@@ -232,8 +237,26 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--served-model-name", o->served_model_name,
                   "The model name in the API (default: the --model path, or the built-in "
                   "model's name)");
-  cmd->add_option("--host", o->host, "Address to listen on")->capture_default_str();
-  cmd->add_option("--port", o->port, "Port to listen on (0: any free port)")->capture_default_str();
+  cmd->add_option("--host", o->http.host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", o->http.port, "Port to listen on (0: any free port)")
+      ->capture_default_str();
+  cmd->add_option("--max-connections", o->http.max_connections,
+                  "Open HTTP connections at most; more get 503 and are closed (lowered to fit the "
+                  "file-descriptor limit)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--timeout-keep-alive", o->http.idle_timeout_s,
+                  "Seconds an idle keep-alive connection is kept open between requests")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--http-header-timeout", o->http.header_timeout_s,
+                  "Seconds a client may take to send a request header (then 408 and close)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--http-body-timeout", o->http.body_timeout_s,
+                  "Seconds a client may take to send a request body (then 408 and close)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--api-key", o->api_key,
                   "Require 'Authorization: Bearer KEY' on /v1 and /tokenize requests "
                   "(default: none)");

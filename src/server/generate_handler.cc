@@ -5,8 +5,6 @@
 //                                                choice, each tracked for Shutdown())
 //   respond_gathered | respond_streaming        (one JSON body | SSE chunks; usage, logprobs,
 //                                                finish reasons; a failed write -> abort)
-#include <httplib.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -192,12 +190,14 @@ struct OpenAiServer::Generation {
   }
 
   // Gathered: runs every choice to its end, then the one response body (InternalError when a
-  // choice failed).
-  StatusOr<Json> gather() {
+  // choice failed; Cancelled when the client went away first: the caller drops the
+  // generation, which aborts its engine requests).
+  StatusOr<Json> gather(const http::ResponseWriter& writer) {
     size_t which = 0;
     StreamEvent ev;
     bool timed_out = false;
     while (next(&which, &ev, &timed_out)) {
+      if (writer.client_gone()) return CancelledError("the client went away");
       if (!timed_out) apply(choices[which], ev, nullptr, nullptr);
     }
     const bool want_logprobs = params.logprobs >= 0;
@@ -260,11 +260,8 @@ struct OpenAiServer::Generation {
   // Streamed: writes the whole SSE response (role chunks, event chunks or `: ping` while
   // queued, the usage chunk, [DONE]). Returns false when a write failed (the client went
   // away): the caller drops the generation, which aborts its engine requests.
-  bool write_sse(httplib::DataSink& sink) {
-    auto send = [&](const Json& j) {
-      const std::string line = "data: " + openai::Dump(j) + "\n\n";
-      return sink.write(line.data(), line.size());
-    };
+  bool write_sse(http::ResponseWriter& sink) {
+    auto send = [&](const Json& j) { return sink.Write("data: " + openai::Dump(j) + "\n\n"); };
     if (chat) {
       for (const Choice& c : choices) {
         if (!send(role_chunk(c))) return false;
@@ -277,15 +274,14 @@ struct OpenAiServer::Generation {
       if (timed_out) {
         // Nothing to say yet (queued): an SSE comment keeps the connection alive and
         // notices a client that went away (its requests are aborted on return).
-        static const char kPing[] = ": ping\n\n";
-        if (!sink.write(kPing, sizeof(kPing) - 1)) return false;
+        if (!sink.Write(": ping\n\n")) return false;
         continue;
       }
       Choice& c = choices[which];
       const std::optional<Json> chunk = event_chunk(c, ev);
       if (c.finish == FinishReason::kError) {
         send(Json{{"error", openai::ErrorBody(500, "generation failed: " + c.error)["error"]}});
-        sink.done();
+        sink.EndStream();
         return true;
       }
       if (chunk.has_value() && !send(*chunk)) return false;
@@ -296,14 +292,12 @@ struct OpenAiServer::Generation {
       chunk["usage"] = usage();
       if (!send(chunk)) return false;
     }
-    static const char kDone[] = "data: [DONE]\n\n";
-    if (!sink.write(kDone, sizeof(kDone) - 1)) return false;
-    sink.done();
-    return true;
+    if (!sink.Write("data: [DONE]\n\n")) return false;
+    return sink.EndStream();
   }
 };
 
-void OpenAiServer::handle_generate(const httplib::Request& req, httplib::Response& res,
+void OpenAiServer::handle_generate(const Request& req, Response& res, Writer& writer,
                                    bool chat) {
   if (!authorized(req, res)) return;
   if (draining_.load()) {
@@ -323,9 +317,9 @@ void OpenAiServer::handle_generate(const httplib::Request& req, httplib::Respons
   auto gen = submit_generation(*request, std::move(inputs).value());
   if (!gen.ok()) return reply_status(res, gen.status());
   if (request->params().stream) {
-    respond_streaming(std::move(gen).value(), res);
+    respond_streaming(**gen, writer);
   } else {
-    respond_gathered(**gen, res);
+    respond_gathered(**gen, res, writer);
   }
 }
 
@@ -363,18 +357,19 @@ StatusOr<std::shared_ptr<OpenAiServer::Generation>> OpenAiServer::submit_generat
   return gen;
 }
 
-void OpenAiServer::respond_gathered(Generation& gen, httplib::Response& res) {
-  auto body = gen.gather();
-  if (!body.ok()) return reply_status(res, body.status());
-  res.set_content(openai::Dump(*body), "application/json");
+void OpenAiServer::respond_gathered(Generation& gen, Response& res, const Writer& writer) {
+  auto body = gen.gather(writer);
+  if (!body.ok()) return reply_status(res, body.status());  // (a client that left reads nothing)
+  res.content_type = "application/json";
+  res.body = openai::Dump(*body);
 }
 
-void OpenAiServer::respond_streaming(std::shared_ptr<Generation> gen, httplib::Response& res) {
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [gen](size_t, httplib::DataSink& sink) -> bool { return gen->write_sse(sink); });
+void OpenAiServer::respond_streaming(Generation& gen, Writer& writer) {
+  if (!writer.StartStream(200, "text/event-stream",
+                          {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}})) {
+    return;
+  }
+  gen.write_sse(writer);
 }
 
 }  // namespace kvserve

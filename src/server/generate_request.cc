@@ -123,8 +123,9 @@ Status CheckAgainstModel(const GenerateRequest& request,
 
 StatusOr<GenerateRequest> ParseGenerateRequest(const std::string& body, bool chat,
                                                openai::ParamError* error) {
-  const Json json = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) return Fail(error, "the request body is not valid JSON");
+  auto parsed = openai::ParseJsonObject(body);
+  if (!parsed.ok()) return Fail(error, parsed.status().message());
+  const Json& json = *parsed;
   GenerateRequest out;
   out.chat = chat;
   if (chat) {

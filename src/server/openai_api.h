@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +22,19 @@ using Json = nlohmann::ordered_json;
 // Serializes without throwing on invalid UTF-8 (a token's bytes may be part of a character):
 // such bytes become U+FFFD.
 std::string Dump(const Json& j);
+
+// Request bodies may nest arrays and objects this deep (OpenAI's JSON schemas in tools and
+// response_format need a few dozen levels). Deeper bodies are refused before parsing: the
+// parser's memory grows with the depth (15 million `[` took 1 GB).
+inline constexpr int64_t kMaxJsonNestingDepth = 128;
+
+// The deepest nesting of arrays and objects in `text`, strings skipped; stops counting once
+// past `limit` (returns limit + 1 then). Linear, no allocation.
+int64_t JsonNestingDepth(std::string_view text, int64_t limit);
+
+// A request body that must be one JSON object: InvalidArgument naming what is wrong (not
+// JSON, not an object, nested deeper than kMaxJsonNestingDepth).
+StatusOr<Json> ParseJsonObject(std::string_view body);
 
 // A request parameter the client got wrong: a Status (InvalidArgument) whose message names it.
 // `param` (and `code`, e.g. "context_length_exceeded", where the OpenAI API has one) are

@@ -1,8 +1,6 @@
 #include "server/server.h"
 
-#include <httplib.h>
 #include <malloc.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <cctype>
@@ -19,7 +17,6 @@ using openai::Json;
 
 namespace {
 
-constexpr int kListenBacklog = 1024;  // pending connections the kernel queues for us
 constexpr auto kTrimInterval = std::chrono::seconds(5);
 
 }  // namespace
@@ -29,61 +26,32 @@ OpenAiServer::OpenAiServer(ServerOptions options, Engine* engine, const Tokenize
   KV_CHECK(engine_ != nullptr && tokenizer_ != nullptr);
   max_in_flight_ = engine_->scheduler_config().max_num_seqs + std::max<int64_t>(0, options_.max_queue_len);
   created_unix_ = openai::UnixNow();
-  http_ = std::make_unique<httplib::Server>();
-  // One thread per request that may be in flight, plus a few for quick answers (503s,
-  // /metrics, /health) while all of those stream.
-  const size_t threads = static_cast<size_t>(std::min<int64_t>(max_in_flight_, 1024) + 8);
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  http_->set_payload_max_length(static_cast<size_t>(options_.max_request_body_bytes));
-  http_->set_keep_alive_max_count(1000);
-  http_->set_read_timeout(30, 0);
-  http_->set_write_timeout(30, 0);
-  // cpp-httplib 0.11 listens with a backlog of 5: a burst of connections beyond that is
-  // dropped by the kernel and clients see resets. Remember the socket to raise the backlog
-  // after bind, and use SO_REUSEADDR (restart after TIME_WAIT) but not httplib's default
-  // SO_REUSEPORT (which would let a second server bind the same port silently).
-  http_->set_socket_options([this](int sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    listen_fd_ = sock;
-  });
+  http::HttpServerOptions ho = options_.http;
+  // One handler thread per request that may be in flight, plus a few for quick answers (503s,
+  // /metrics, /health) while all of those stream. Threads start as they are needed.
+  ho.max_worker_threads = static_cast<int>(std::min<int64_t>(max_in_flight_, 1024) + 8);
+  ho.error_response = [](int status, const std::string& message) {
+    return http::HttpResponse{status, "application/json", {},
+                              openai::Dump(openai::ErrorBody(status, message))};
+  };
+  ho.observe_status = [this](int status) {
+    if (status >= 400) metrics_.count_http_error(status);
+  };
+  http_ = std::make_unique<http::HttpServer>(std::move(ho));
   install_routes();
 }
 
 OpenAiServer::~OpenAiServer() {
-  if (http_ != nullptr) http_->stop();
+  if (http_ != nullptr) http_->Stop();
 }
 
 std::string OpenAiServer::url() const {
-  return "http://" + options_.host + ":" + std::to_string(port_);
+  return "http://" + options_.http.host + ":" + std::to_string(port());
 }
 
-Status OpenAiServer::Bind() {
-  if (options_.port == 0) {
-    const int p = http_->bind_to_any_port(options_.host);
-    if (p <= 0) return UnavailableError("cannot listen on " + options_.host + " (any port)");
-    port_ = p;
-  } else {
-    if (!http_->bind_to_port(options_.host, options_.port)) {
-      return UnavailableError("cannot listen on " + options_.host + ":" +
-                              std::to_string(options_.port) +
-                              " (in use, or not an address of this machine)");
-    }
-    port_ = options_.port;
-  }
-  if (listen_fd_ >= 0 && ::listen(listen_fd_, kListenBacklog) != 0) {
-    return UnavailableError("cannot raise the listen backlog");
-  }
-  return OkStatus();
-}
+Status OpenAiServer::Bind() { return http_->Bind(); }
 
-Status OpenAiServer::Run() {
-  if (port_ == 0) return FailedPreconditionError("OpenAiServer::Run before Bind");
-  if (!http_->listen_after_bind() && !shut_down_.load()) {
-    return UnavailableError("the HTTP listener stopped unexpectedly");
-  }
-  return OkStatus();
-}
+Status OpenAiServer::Run() { return http_->Run(); }
 
 void OpenAiServer::Shutdown() {
   if (draining_.exchange(true)) return;
@@ -99,7 +67,7 @@ void OpenAiServer::Shutdown() {
   }
   lock.unlock();
   shut_down_ = true;
-  http_->stop();
+  http_->Stop();
 }
 
 bool OpenAiServer::try_admit(int64_t n, std::string* why) {
@@ -147,24 +115,26 @@ void OpenAiServer::untrack(SeqId id) {
   live_ids_.erase(id);
 }
 
-void OpenAiServer::reply_error(httplib::Response& res, int status, const std::string& message,
+void OpenAiServer::reply_error(Response& res, int status, const std::string& message,
                                const std::string& param, const std::string& code) {
   res.status = status;
-  res.set_content(openai::Dump(openai::ErrorBody(status, message, param, code)),
-                  "application/json");
+  res.content_type = "application/json";
+  res.body = openai::Dump(openai::ErrorBody(status, message, param, code));
 }
 
-void OpenAiServer::reply_status(httplib::Response& res, const Status& status,
+void OpenAiServer::reply_status(Response& res, const Status& status,
                                 const openai::ParamError& error) {
   int http_status = 500;
   if (status.code() == StatusCode::kInvalidArgument) http_status = 400;
   if (status.code() == StatusCode::kUnavailable) http_status = 503;
+  // nginx's "client closed request": nobody reads it, but /metrics counts it.
+  if (status.code() == StatusCode::kCancelled) http_status = 499;
   reply_error(res, http_status, status.message(), error.param, error.code);
 }
 
-bool OpenAiServer::authorized(const httplib::Request& req, httplib::Response& res) {
+bool OpenAiServer::authorized(const Request& req, Response& res) {
   if (options_.api_key.empty()) return true;
-  const std::string auth = req.get_header_value("Authorization");
+  const std::string auth = req.header("Authorization");
   // "Bearer" is case-insensitive (RFC 7235 auth-scheme); the key is compared exactly.
   constexpr std::string_view kScheme = "bearer ";
   const bool bearer =
@@ -182,54 +152,36 @@ bool OpenAiServer::authorized(const httplib::Request& req, httplib::Response& re
 }
 
 void OpenAiServer::install_routes() {
-  httplib::Server& s = *http_;
-  s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    handle_generate(req, res, /*chat=*/false);
+  // Every route fills a Response that is sent when it returns, unless it streamed.
+  using Fn = std::function<void(const Request&, Response&, Writer&)>;
+  auto route = [this](const char* method, const char* path, Fn fn) {
+    http_->Route(method, path, [fn = std::move(fn)](const Request& req, Writer& writer) {
+      Response res;
+      fn(req, res, writer);
+      if (!writer.responded()) writer.Send(std::move(res));
+    });
+  };
+  route("POST", "/v1/completions", [this](const Request& req, Response& res, Writer& w) {
+    handle_generate(req, res, w, /*chat=*/false);
   });
-  s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    handle_generate(req, res, /*chat=*/true);
+  route("POST", "/v1/chat/completions", [this](const Request& req, Response& res, Writer& w) {
+    handle_generate(req, res, w, /*chat=*/true);
   });
-  s.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+  route("GET", "/v1/models", [this](const Request& req, Response& res, Writer&) {
     if (authorized(req, res)) handle_models(res);
   });
-  s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+  route("POST", "/tokenize", [this](const Request& req, Response& res, Writer&) {
     if (authorized(req, res)) handle_tokenize(req, res);
   });
-  s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+  route("POST", "/detokenize", [this](const Request& req, Response& res, Writer&) {
     if (authorized(req, res)) handle_detokenize(req, res);
   });
-  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    if (draining_.load()) {
-      reply_error(res, 503, "the server is shutting down");
-      return;
-    }
-    res.status = 200;
+  route("GET", "/health", [this](const Request&, Response& res, Writer&) {
+    if (draining_.load()) reply_error(res, 503, "the server is shutting down");
   });
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(RenderMetrics(), "text/plain; version=0.0.4; charset=utf-8");
-  });
-  s.set_exception_handler(
-      [this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "internal error";
-        try {
-          if (ep) std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-          what = std::string("internal error: ") + e.what();
-        } catch (...) {
-        }
-        reply_error(res, 500, what);
-      });
-  s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-    metrics_.count_http_error(res.status);
-    if (!res.body.empty()) return;  // our own error object
-    if (res.status == 404) {
-      reply_error(res, 404, "no route for " + req.method + " " + req.path);
-    } else if (res.status == 413) {
-      reply_error(res, 413, "the request body is larger than " +
-                                std::to_string(options_.max_request_body_bytes) + " bytes");
-    } else {
-      reply_error(res, res.status, "HTTP error " + std::to_string(res.status));
-    }
+  route("GET", "/metrics", [this](const Request&, Response& res, Writer&) {
+    res.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    res.body = RenderMetrics();
   });
 }
 

@@ -1,11 +1,15 @@
 // OpenAiServer: the HTTP front end of `kvserve serve`. OpenAI-compatible endpoints
 // (/v1/completions, /v1/chat/completions, /v1/models), vLLM's extras (/tokenize, /detokenize,
-// /health) and Prometheus /metrics, on cpp-httplib's thread pool; every generation request
-// becomes one engine request per choice (n), streamed back as server-sent events or gathered.
+// /health) and Prometheus /metrics, on the event-driven HTTP layer of src/http (slow and idle
+// connections cost no thread; framing limits, deadlines and a connection cap there); every
+// generation request becomes one engine request per choice (n), streamed back as server-sent
+// events or gathered.
 //
 // Robustness: bad input gets an OpenAI error object (400; 401 for a missing or wrong API key;
 // 503 when the queue is full or the server is shutting down); a client that disconnects
-// mid-stream has its requests aborted (their KV blocks return); Shutdown() drains in-flight
+// before its answer (streaming or not) has its requests aborted (their KV blocks return); JSON
+// bodies nested deeper than openai::kMaxJsonNestingDepth are refused before they are parsed;
+// Shutdown() drains in-flight
 // requests, aborts what is left after a timeout and stops the listener.
 #pragma once
 
@@ -20,18 +24,13 @@
 #include <string>
 
 #include "base/status.h"
+#include "http/http_server.h"
 #include "kv/kv_storage.h"
 #include "runtime/engine.h"
 #include "server/generate_request.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
 #include "tokenizer/tokenizer.h"
-
-namespace httplib {
-class Server;
-class Request;
-class Response;
-}  // namespace httplib
 
 namespace kvserve {
 
@@ -49,14 +48,14 @@ struct KvCacheInfo {
 };
 
 struct ServerOptions {
-  std::string host = "127.0.0.1";
-  int port = 8000;                 // 0: any free port (see OpenAiServer::port())
+  // Address, port (0: any free port, see OpenAiServer::port()), connection cap, framing
+  // limits (max_body_bytes: 32 MiB) and per-phase deadlines of the HTTP layer.
+  http::HttpServerOptions http;
   std::string api_key;             // empty: no authentication
   std::string served_model_name;   // the model name requests must use (or omit)
   // Requests beyond the ones the engine runs at once (max_num_seqs) that may wait; more get
   // 503. Counted in engine requests (a request with n = 4 counts 4).
   int64_t max_queue_len = 256;
-  int64_t max_request_body_bytes = 32 << 20;
   double shutdown_timeout_s = 30.0;  // Shutdown(): how long in-flight requests may finish
   ChatRenderer render_chat;          // required for /v1/chat/completions
   KvCacheInfo kv;
@@ -76,7 +75,9 @@ class OpenAiServer {
 
   // Binds the listening socket (errors: address in use, bad host).
   Status Bind();
-  int port() const { return port_; }
+  int port() const { return http_->port(); }
+  // The HTTP layer's connection cap in force (lowered to fit the file-descriptor limit).
+  int64_t max_connections() const { return http_->max_connections(); }
   std::string url() const;
   // Serves until Shutdown(). Returns an error when the listener failed.
   Status Run();
@@ -93,29 +94,33 @@ class OpenAiServer {
  private:
   struct Generation;
   friend struct Generation;
+  using Request = http::HttpRequest;
+  using Response = http::HttpResponse;
+  using Writer = http::ResponseWriter;
 
   void install_routes();
-  bool authorized(const httplib::Request& req, httplib::Response& res);
-  void reply_error(httplib::Response& res, int status, const std::string& message,
+  bool authorized(const Request& req, Response& res);
+  void reply_error(Response& res, int status, const std::string& message,
                    const std::string& param = "", const std::string& code = "");
   // reply_error for a Status: InvalidArgument 400, Unavailable 503, anything else 500.
-  void reply_status(httplib::Response& res, const Status& status,
-                    const openai::ParamError& error = {});
+  void reply_status(Response& res, const Status& status, const openai::ParamError& error = {});
   // The generation routes (generate_handler.cc): parse -> build engine inputs
   // (generate_request.h) -> submit_generation -> respond_gathered or respond_streaming.
-  void handle_generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  // `res` is sent by the route unless the handler streamed through `writer`.
+  void handle_generate(const Request& req, Response& res, Writer& writer, bool chat);
   // Admits one engine request per choice (Unavailable: the queue is full or the server is
   // draining) and submits them; the Generation holds their streams and admission slots.
   StatusOr<std::shared_ptr<Generation>> submit_generation(const GenerateRequest& request,
                                                           EngineInputs inputs);
-  // Waits for every choice, then one JSON body (500 when a choice failed).
-  void respond_gathered(Generation& gen, httplib::Response& res);
-  // Server-sent events from the response's content provider, which shares `gen`: the
-  // generation (and its engine requests) ends when the stream ends or its client goes away.
-  void respond_streaming(std::shared_ptr<Generation> gen, httplib::Response& res);
-  void handle_tokenize(const httplib::Request& req, httplib::Response& res);
-  void handle_detokenize(const httplib::Request& req, httplib::Response& res);
-  void handle_models(httplib::Response& res);
+  // Waits for every choice, then one JSON body (500 when a choice failed). A client that
+  // goes away first has its requests aborted.
+  void respond_gathered(Generation& gen, Response& res, const Writer& writer);
+  // Server-sent events written on this thread: the generation (and its engine requests) ends
+  // when the stream ends or its client goes away.
+  void respond_streaming(Generation& gen, Writer& writer);
+  void handle_tokenize(const Request& req, Response& res);
+  void handle_detokenize(const Request& req, Response& res);
+  void handle_models(Response& res);
   // Admission: reserves `n` in-flight slots or returns false (queue full / draining).
   bool try_admit(int64_t n, std::string* why);
   void release(int64_t n);
@@ -125,9 +130,7 @@ class OpenAiServer {
   ServerOptions options_;
   Engine* engine_;
   const Tokenizer* tokenizer_;
-  std::unique_ptr<httplib::Server> http_;
-  int port_ = 0;
-  int listen_fd_ = -1;  // the listening socket (owned by http_)
+  std::unique_ptr<http::HttpServer> http_;
   int64_t max_in_flight_ = 0;
   int64_t created_unix_ = 0;
   ServerMetrics metrics_;

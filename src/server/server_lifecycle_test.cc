@@ -215,7 +215,7 @@ TEST_F(ServerTest, BurstOfConnectionsIsServedAndPortInUseIsAnError) {
   EXPECT_EQ(ok.load(), 64);
   // A second server on the same port fails to bind instead of sharing it.
   ServerOptions so;
-  so.port = server_->port();
+  so.http.port = server_->port();
   so.served_model_name = "other";
   OpenAiServer other(so, engine_.get(), GetModel().tokenizer.get());
   EXPECT_FALSE(other.Bind().ok());

@@ -104,7 +104,7 @@ class ServerTest : public ::testing::Test {
     eo.scheduler.model_namespace = "tiny";
     engine_ = std::move(Engine::Create(eo, m.model.get(), &cache_, &pool_)).value();
     ServerOptions so;
-    so.port = 0;
+    so.http.port = 0;
     so.served_model_name = "tiny-test";
     so.api_key = c.api_key;
     so.max_queue_len = c.max_queue_len;

@@ -1,6 +1,4 @@
 // OpenAiServer's small routes: GET /v1/models, POST /tokenize, POST /detokenize.
-#include <httplib.h>
-
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,7 +9,7 @@ namespace kvserve {
 
 using openai::Json;
 
-void OpenAiServer::handle_models(httplib::Response& res) {
+void OpenAiServer::handle_models(Response& res) {
   Json data = Json::array();
   data.push_back({{"id", options_.served_model_name},
                   {"object", "model"},
@@ -19,15 +17,14 @@ void OpenAiServer::handle_models(httplib::Response& res) {
                   {"owned_by", "kvserve"},
                   {"root", options_.served_model_name},
                   {"max_model_len", engine_->scheduler_config().max_model_len}});
-  res.set_content(openai::Dump(Json{{"object", "list"}, {"data", data}}), "application/json");
+  res.content_type = "application/json";
+  res.body = openai::Dump(Json{{"object", "list"}, {"data", data}});
 }
 
-void OpenAiServer::handle_tokenize(const httplib::Request& req, httplib::Response& res) {
-  Json body = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded() || !body.is_object()) {
-    reply_error(res, 400, "the request body is not a JSON object");
-    return;
-  }
+void OpenAiServer::handle_tokenize(const Request& req, Response& res) {
+  auto parsed = openai::ParseJsonObject(req.body);
+  if (!parsed.ok()) return reply_status(res, parsed.status());
+  Json& body = *parsed;
   std::vector<TokenId> ids;
   if (body.contains("messages")) {
     openai::ParamError perr;
@@ -59,16 +56,17 @@ void OpenAiServer::handle_tokenize(const httplib::Request& req, httplib::Respons
   }
   Json tokens = Json::array();
   for (TokenId t : ids) tokens.push_back(t);
-  res.set_content(openai::Dump(Json{{"count", ids.size()},
-                                    {"max_model_len", engine_->scheduler_config().max_model_len},
-                                    {"tokens", tokens}}),
-                  "application/json");
+  res.content_type = "application/json";
+  res.body = openai::Dump(Json{{"count", ids.size()},
+                               {"max_model_len", engine_->scheduler_config().max_model_len},
+                               {"tokens", tokens}});
 }
 
-void OpenAiServer::handle_detokenize(const httplib::Request& req, httplib::Response& res) {
-  Json body = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded() || !body.is_object() || !body.contains("tokens") ||
-      !body["tokens"].is_array()) {
+void OpenAiServer::handle_detokenize(const Request& req, Response& res) {
+  auto parsed = openai::ParseJsonObject(req.body);
+  if (!parsed.ok()) return reply_status(res, parsed.status());
+  Json& body = *parsed;
+  if (!body.contains("tokens") || !body["tokens"].is_array()) {
     reply_error(res, 400, "send {\"tokens\": [ids...]}", "tokens");
     return;
   }
@@ -84,7 +82,8 @@ void OpenAiServer::handle_detokenize(const httplib::Request& req, httplib::Respo
     }
     ids.push_back(static_cast<TokenId>(t.get<int64_t>()));
   }
-  res.set_content(openai::Dump(Json{{"prompt", tokenizer_->Decode(ids)}}), "application/json");
+  res.content_type = "application/json";
+  res.body = openai::Dump(Json{{"prompt", tokenizer_->Decode(ids)}});
 }
 
 }  // namespace kvserve
