@@ -84,6 +84,58 @@ TEST_F(ServerTest, ClientDisconnectMidStreamAbortsAndReturnsBlocks) {
   EXPECT_LT(engine_->stats().num_generated_tokens_total, 2000);
 }
 
+TEST_F(ServerTest, ClientThatLeavesBeforeAGatheredAnswerIsAborted) {
+  Start();
+  {
+    httplib::Client cli("127.0.0.1", server_->port());
+    cli.set_read_timeout(0, 300 * 1000);  // gives up (and closes) after 0.3 s
+    auto r = cli.Post("/v1/completions",
+                      Json{{"prompt", Prompt(40)}, {"max_tokens", 2000}, {"ignore_eos", true}}.dump(),
+                      "application/json");
+    EXPECT_FALSE(r);
+  }
+  EXPECT_TRUE(WaitUntil([&] { return server_->num_in_flight() == 0; },
+                        "the server to abort the request of the client that left"));
+  ExpectAllBlocksBack();
+  EXPECT_LT(engine_->stats().num_generated_tokens_total, 2000);
+  EXPECT_NE(server_->RenderMetrics().find("kvserve:http_errors_total{status=\"499\"} 1"),
+            std::string::npos);
+}
+
+TEST_F(ServerTest, KeepAliveRequestsAndAChunkedBodyPastTheLimit) {
+  ServerConfig c;
+  c.max_body_bytes = 1 << 20;
+  Start(c);
+  // One client, one connection, many requests (the OpenAI SDKs' pattern).
+  for (int i = 0; i < 20; ++i) {
+    auto r = Post("/v1/completions", {{"prompt", Prompt(4, static_cast<uint64_t>(i))}, {"max_tokens", 1}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+  }
+  // A chunked body past the body limit is refused while it is being read.
+  httplib::Client cli("127.0.0.1", server_->port());
+  size_t sent = 0;
+  auto big = cli.Post(
+      "/v1/completions",
+      [&](size_t, httplib::DataSink& sink) {
+        static const std::string chunk(64 << 10, ' ');
+        if (sent >= (4u << 20) || !sink.write(chunk.data(), chunk.size())) {
+          sink.done();
+          return true;
+        }
+        sent += chunk.size();
+        return true;
+      },
+      "application/json");
+  // The server reads and drops what the client goes on sending for a moment (so that the
+  // client can read the 413 before the close), never keeping it.
+  ASSERT_TRUE(big) << httplib::to_string(big.error());
+  EXPECT_EQ(big->status, 413);
+  auto ok = Post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 1}});
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+}
+
 TEST_F(ServerTest, FullQueueGets503) {
   ServerConfig c;
   c.max_num_seqs = 1;

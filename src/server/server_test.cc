@@ -260,6 +260,14 @@ TEST_F(ServerTest, BadRequestsGet400AndTheServerCarriesOn) {
   auto too_long = Post("/v1/completions", {{"prompt", Prompt(2048)}});
   EXPECT_EQ(too_long->status, 400);
   EXPECT_EQ(Json::parse(too_long->body)["error"]["code"], "context_length_exceeded");
+  // Nested deeper than kMaxJsonNestingDepth, in a field nobody reads: refused before parsing.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  for (const char* path : {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"}) {
+    auto nested = client_->Post(path, R"({"prompt": "x", "junk": )" + deep + "}", "application/json");
+    ASSERT_TRUE(nested) << path;
+    EXPECT_EQ(nested->status, 400) << path;
+    EXPECT_NE(nested->body.find("levels deep"), std::string::npos) << nested->body;
+  }
   // chat_template_kwargs must be an object.
   auto refused = Post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "x"}}}},
                                                {"chat_template_kwargs", 3}});
@@ -270,6 +278,19 @@ TEST_F(ServerTest, BadRequestsGet400AndTheServerCarriesOn) {
   // Still serving.
   auto ok = Post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}});
   EXPECT_EQ(ok->status, 200);
+}
+
+TEST(OpenAiApiTest, JsonNestingDepthSkipsStringsAndStopsPastTheLimit) {
+  EXPECT_EQ(openai::JsonNestingDepth("{}", 10), 1);
+  EXPECT_EQ(openai::JsonNestingDepth(R"({"a": [1, {"b": []}], "c": {}})", 10), 4);
+  EXPECT_EQ(openai::JsonNestingDepth(R"({"a": "[[[[{{{{", "b": "\"[[["})", 10), 1);
+  EXPECT_EQ(openai::JsonNestingDepth(std::string(1000, '['), 10), 11);
+  const std::string at_limit = std::string(127, '[') + std::string(127, ']');  // 128 levels
+  EXPECT_TRUE(openai::ParseJsonObject(R"({"x": )" + at_limit + "}").ok());
+  const std::string over = std::string(128, '[') + std::string(128, ']');
+  EXPECT_FALSE(openai::ParseJsonObject(R"({"x": )" + over + "}").ok());  // 129 with the object
+  EXPECT_FALSE(openai::ParseJsonObject("[1]").ok());
+  EXPECT_FALSE(openai::ParseJsonObject("{").ok());
 }
 
 TEST(OpenAiApiTest, ChatToolCallArgumentsBecomeObjectsAndKeyOrderIsKept) {

@@ -86,6 +86,7 @@ struct ServerConfig {
   int64_t num_blocks = 512;
   std::string api_key;
   double shutdown_timeout_s = 30.0;
+  int64_t max_body_bytes = 32 << 20;
 };
 
 class ServerTest : public ::testing::Test {
@@ -105,6 +106,7 @@ class ServerTest : public ::testing::Test {
     engine_ = std::move(Engine::Create(eo, m.model.get(), &cache_, &pool_)).value();
     ServerOptions so;
     so.http.port = 0;
+    so.http.max_body_bytes = c.max_body_bytes;
     so.served_model_name = "tiny-test";
     so.api_key = c.api_key;
     so.max_queue_len = c.max_queue_len;
