@@ -305,7 +305,7 @@ void Connection::Dispatch() {
   phase_ = Phase::kHandling;
   response_complete_ = false;
   close_after_response_ = false;
-  bhttp::request<bhttp::string_body> msg = parser_->release();
+  bhttp::request<MappedBody> msg = parser_->release();
   parser_.reset();
   auto req = std::make_shared<HttpRequest>();
   req->method = std::string(msg.method_string());
@@ -315,7 +315,9 @@ void Connection::Dispatch() {
   for (const auto& field : msg) {
     req->headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
   }
-  req->body = std::move(msg.body());
+  auto storage = std::make_shared<BodyBuffer>(std::move(msg.body()));
+  req->body = storage->view();
+  req->body_storage = std::move(storage);
   auto writer = std::make_shared<ConnectionWriter>(shared_from_this(), host_, req->version,
                                                    msg.keep_alive());
   ReadAhead();  // notices a client that goes away; reads what it pipelines
@@ -411,6 +413,7 @@ void Connection::OnResponseComplete() {
 void Connection::Fail(int status, const std::string& message) {
   Disarm();
   phase_ = Phase::kLinger;
+  parser_.reset();  // frees the part of a body read so far (no read is pending here)
   host_->observe(status);
   writes_.push_back({FullResponse(host_->make_error(status, message), /*close=*/true, 11),
                      [self = shared_from_this()](bool ok) {

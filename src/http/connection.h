@@ -23,6 +23,43 @@ namespace kvserve::http {
 
 class Connection;
 
+// A Beast body type whose bytes go into a BodyBuffer (Reserve'd up front when the
+// Content-Length is known; the parser's body_limit is checked before each put).
+struct MappedBody {
+  using value_type = BodyBuffer;
+  static std::uint64_t size(const value_type& v) { return v.size(); }
+  class reader {
+   public:
+    template <bool isRequest, class Fields>
+    reader(boost::beast::http::header<isRequest, Fields>&, value_type& body) : body_(body) {}
+    void init(const boost::optional<std::uint64_t>& content_length, boost::beast::error_code& ec) {
+      ec = {};
+      if (content_length && !body_.Reserve(static_cast<size_t>(*content_length))) {
+        ec = boost::beast::http::error::buffer_overflow;
+      }
+    }
+    template <class ConstBufferSequence>
+    std::size_t put(const ConstBufferSequence& buffers, boost::beast::error_code& ec) {
+      ec = {};
+      size_t n = 0;
+      for (auto it = boost::asio::buffer_sequence_begin(buffers);
+           it != boost::asio::buffer_sequence_end(buffers); ++it) {
+        const boost::asio::const_buffer b = *it;
+        if (!body_.Append(b.data(), b.size())) {
+          ec = boost::beast::http::error::buffer_overflow;
+          return n;
+        }
+        n += b.size();
+      }
+      return n;
+    }
+    void finish(boost::beast::error_code& ec) { ec = {}; }
+
+   private:
+    value_type& body_;
+  };
+};
+
 // What a connection needs of its server (HttpServer::Impl). Thread-safe.
 class ConnectionHost {
  public:
@@ -91,7 +128,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   tcp::socket socket_;
   boost::asio::steady_timer timer_;
   boost::beast::flat_buffer buffer_;
-  std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
+  std::optional<boost::beast::http::request_parser<MappedBody>> parser_;
   const bool counted_;
 
   Phase phase_ = Phase::kHeader;

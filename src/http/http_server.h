@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "http/body_buffer.h"
 
 namespace kvserve::http {
 
@@ -39,7 +40,8 @@ struct HttpRequest {
   std::string path;    // target without the query
   int version = 11;    // 10 (HTTP/1.0) or 11
   Headers headers;     // as sent
-  std::string body;    // de-chunked
+  std::string_view body;  // de-chunked; the bytes live in body_storage
+  std::shared_ptr<const BodyBuffer> body_storage;
   // The value of header `name` (case-insensitive), "" when absent.
   std::string header(std::string_view name) const;
 };

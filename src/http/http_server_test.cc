@@ -116,7 +116,7 @@ class HttpServerTest : public ::testing::Test {
       w.Send({200, "text/plain", {}, "hello " + req.header("x-name")});
     });
     server_->Route("POST", "/echo", [](const HttpRequest& req, ResponseWriter& w) {
-      w.Send({200, "application/octet-stream", {}, req.body});
+      w.Send({200, "application/octet-stream", {}, std::string(req.body)});
     });
     server_->Route("GET", "/slow", [](const HttpRequest& req, ResponseWriter& w) {
       std::this_thread::sleep_for(std::chrono::milliseconds(std::stoi(req.header("x-ms"))));

@@ -121,7 +121,7 @@ Status CheckAgainstModel(const GenerateRequest& request,
 
 }  // namespace
 
-StatusOr<GenerateRequest> ParseGenerateRequest(const std::string& body, bool chat,
+StatusOr<GenerateRequest> ParseGenerateRequest(std::string_view body, bool chat,
                                                openai::ParamError* error) {
   auto parsed = openai::ParseJsonObject(body);
   if (!parsed.ok()) return Fail(error, parsed.status().message());

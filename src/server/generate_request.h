@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -40,7 +41,7 @@ struct GenerateRequest {
 
 // Step 1: the JSON body -> GenerateRequest. Errors: the body is not JSON, or a field is
 // missing, of the wrong type or out of range (error->param names it).
-StatusOr<GenerateRequest> ParseGenerateRequest(const std::string& body, bool chat,
+StatusOr<GenerateRequest> ParseGenerateRequest(std::string_view body, bool chat,
                                                openai::ParamError* error);
 
 // A chat request's prompt: rendered with `render_chat` (empty: the server has no template),

@@ -18,6 +18,7 @@ using openai::Json;
 namespace {
 
 constexpr auto kTrimInterval = std::chrono::seconds(5);
+constexpr size_t kLargeBodyBytes = 1 << 20;
 
 }  // namespace
 
@@ -88,21 +89,25 @@ bool OpenAiServer::try_admit(int64_t n, std::string* why) {
 }
 
 void OpenAiServer::release(int64_t n) {
-  bool trim = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     in_flight_ -= n;
-    // Idle: hand the allocator's free memory back to the OS (glibc keeps freed memory in
-    // per-thread arenas, so the resident size of a server with many HTTP threads creeps up
-    // after bursts and never comes back). At most once per kTrimInterval.
-    const auto now = std::chrono::steady_clock::now();
-    if (in_flight_.load() == 0 && now - last_trim_ >= kTrimInterval) {
-      last_trim_ = now;
-      trim = true;
-    }
   }
   cv_.notify_all();
-  if (trim) malloc_trim(0);
+  trim_if_idle();
+}
+
+void OpenAiServer::trim_if_idle() {
+  // Idle: hand the allocator's free memory back to the OS (glibc keeps freed memory in
+  // per-thread arenas, so the resident size of a server with many HTTP threads creeps up
+  // after bursts and large requests, and never comes back). At most once per kTrimInterval.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (in_flight_.load() != 0 || now - last_trim_ < kTrimInterval) return;
+    last_trim_ = now;
+  }
+  malloc_trim(0);
 }
 
 void OpenAiServer::track(SeqId id) {
@@ -155,10 +160,12 @@ void OpenAiServer::install_routes() {
   // Every route fills a Response that is sent when it returns, unless it streamed.
   using Fn = std::function<void(const Request&, Response&, Writer&)>;
   auto route = [this](const char* method, const char* path, Fn fn) {
-    http_->Route(method, path, [fn = std::move(fn)](const Request& req, Writer& writer) {
+    http_->Route(method, path, [this, fn = std::move(fn)](const Request& req, Writer& writer) {
       Response res;
       fn(req, res, writer);
       if (!writer.responded()) writer.Send(std::move(res));
+      // A large body leaves large parsed values (JSON, prompt text) freed in this thread's arena.
+      if (req.body.size() >= kLargeBodyBytes) trim_if_idle();
     });
   };
   route("POST", "/v1/completions", [this](const Request& req, Response& res, Writer& w) {

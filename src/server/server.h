@@ -124,6 +124,8 @@ class OpenAiServer {
   // Admission: reserves `n` in-flight slots or returns false (queue full / draining).
   bool try_admit(int64_t n, std::string* why);
   void release(int64_t n);
+  // malloc_trim when nothing is in flight, at most every few seconds.
+  void trim_if_idle();
   void track(SeqId id);
   void untrack(SeqId id);
 
