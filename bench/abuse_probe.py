@@ -118,7 +118,7 @@ class Target:
                 f"Content-Length: {len(data)}\r\n\r\n")
         return head.encode() + data
 
-    def conn(self, timeout=30.0):
+    def conn(self, timeout=10.0):
         return Conn(self.host, self.port, timeout)
 
     def once(self, method, path, body=None, extra=""):
@@ -131,8 +131,27 @@ class Target:
 
 
 def percentile(values, p):
+    """Linear interpolation between closest ranks (NumPy's default), the definition of
+    src/base/percentile.h that every figure in docs/benchmarks.md uses."""
     s = sorted(values)
-    return s[min(len(s) - 1, int(round(p / 100.0 * (len(s) - 1))))]
+    if not s:
+        return float("nan")
+    rank = p / 100.0 * (len(s) - 1)
+    lo = int(rank)
+    hi = min(lo + 1, len(s) - 1)
+    if s[hi] == float("inf"):
+        return s[hi] if rank > lo else s[lo]
+    return s[lo] + (s[hi] - s[lo]) * (rank - lo)
+
+
+def timed_ms(fn):
+    """Milliseconds `fn` took to get a 200; infinity for an error or a timeout."""
+    s = time.perf_counter()
+    try:
+        r = fn()
+    except OSError:
+        return float("inf")
+    return (time.perf_counter() - s) * 1000 if r and r[0] == 200 else float("inf")
 
 
 def completion(prompt_tokens=4, salt=0):
@@ -182,10 +201,10 @@ async def hold(t, kind, stop, counters):
             writer.close()
 
 
-def probe_slow_connections(t, num_header, num_body, samples, min_seconds):
+def probe_slow_connections(t, pid, num_header, num_body, samples, min_seconds):
     counters = {"header": 0, "body": 0, "open_header": 0, "open_body": 0, "connect_errors": 0,
                 "closed_by_server": 0}
-    result = {}
+    result = {"rss_before": rss_bytes(pid)}
 
     async def main():
         stop = asyncio.Event()
@@ -199,6 +218,8 @@ def probe_slow_connections(t, num_header, num_body, samples, min_seconds):
                 time.monotonic() < deadline:
             await asyncio.sleep(0.1)
         result["held_header"], result["held_body"] = counters["open_header"], counters["open_body"]
+        await asyncio.sleep(0.5)
+        result["rss_held"] = rss_bytes(pid)
         # Measure on a thread with blocking sockets while this loop keeps the slow ones open.
         health, comp = [], []
 
@@ -209,12 +230,8 @@ def probe_slow_connections(t, num_header, num_body, samples, min_seconds):
             i = 0
             while i < samples or time.monotonic() < end:
                 i += 1
-                s = time.perf_counter()
-                r = t.once("GET", "/health")
-                health.append((time.perf_counter() - s) * 1000 if r and r[0] == 200 else 1e9)
-                s = time.perf_counter()
-                r = t.once("POST", "/v1/completions", completion(salt=i))
-                comp.append((time.perf_counter() - s) * 1000 if r and r[0] == 200 else 1e9)
+                health.append(timed_ms(lambda: t.once("GET", "/health")))
+                comp.append(timed_ms(lambda: t.once("POST", "/v1/completions", completion(salt=i))))
                 time.sleep(0.02)
 
         await asyncio.get_running_loop().run_in_executor(None, measure)
@@ -230,7 +247,8 @@ def probe_slow_connections(t, num_header, num_body, samples, min_seconds):
     report(ok, "slow-connections",
            f"{result['held_header']} header-phase + {result['held_body']} body-phase connections held "
            f"({counters['header'] + counters['body']} opened, {counters['closed_by_server']} closed by "
-           f"the server's deadlines, {counters['connect_errors']} connect errors); /health p50 "
+           f"the server's deadlines, {counters['connect_errors']} connect errors; server RSS "
+           f"{(result['rss_held'] - result['rss_before']) / 2**20:+.1f} MB while held); /health p50 "
            f"{percentile(result['health'], 50):.1f} ms p99 {h99:.1f} ms; 1-token completion p50 "
            f"{percentile(result['comp'], 50):.1f} ms p99 {c99:.1f} ms (limit 200 ms, {len(result['health'])} "
            f"each)")
@@ -385,8 +403,11 @@ def probe_connection_cap(t, cap):
             conns.append(c)
         time.sleep(0.2)
         for c in conns[-20:]:
-            c.send(t.request("GET", "/health"))
-            r = c.read_response()
+            try:
+                c.send(t.request("GET", "/health"))
+                r = c.read_response()
+            except OSError:  # closed or never answered: not a clear refusal
+                r = None
             refused += 1 if r and r[0] == 503 else 0
     finally:
         for c in conns:
@@ -405,19 +426,26 @@ def main():
     ap.add_argument("--api-key", default="")
     ap.add_argument("--max-connections", type=int, default=0, help="the server's cap (0: skip)")
     ap.add_argument("--short", action="store_true", help="the CI form: fewer connections, samples")
+    ap.add_argument("--slow", default="", help="HEADER,BODY slow connections (default 5000,1000; "
+                    "short 500,100)")
+    ap.add_argument("--http-only", action="store_true",
+                    help="only the HTTP-layer probes (for bench/http_layer_compare.sh's stubs)")
+    ap.add_argument("--samples", type=int, default=0, help="timed requests (default 200; short 50)")
     a = ap.parse_args()
     t = Target(a.url, a.api_key)
-    if a.short:
-        probe_slow_connections(t, 500, 100, 50, 0)
-        probe_keep_alive(t, 40)
-    else:
-        probe_slow_connections(t, 5000, 1000, 200, 15)
-        probe_keep_alive(t, 200)
+    header, body = (500, 100) if a.short else (5000, 1000)
+    if a.slow:
+        header, body = (int(x) for x in a.slow.split(","))
+    samples = a.samples or (50 if a.short else 200)
+    probe_slow_connections(t, a.pid, header, body, samples, 0 if a.short or a.samples else 15)
+    probe_keep_alive(t, 40 if a.short else 200)
     probe_pipelining(t, 10)
     probe_chunked_body(t, a.pid, (60 if a.short else 300) << 20)
-    probe_deep_json(t, a.pid, 15_000_000)
+    if not a.http_only:
+        probe_deep_json(t, a.pid, 15_000_000)
     probe_bad_framing(t)
-    probe_small_items(t)
+    if not a.http_only:
+        probe_small_items(t)
     if a.max_connections:
         probe_connection_cap(t, a.max_connections)
     failed = RESULTS.count(False)

@@ -6,6 +6,9 @@
 # connection cap and the smaller items of issue 19. One line per probe with its verdict.
 # Usage: bench/abuse_serve.sh [--short] [extra `kvserve serve` flags]
 #   --short: the CI form (500 + 100 slow connections, fewer samples, a 60 MB body).
+# Environment: KVSERVE_BIN (default build/kvserve), ABUSE_MAX_CONNECTIONS (default 8000),
+# ABUSE_PROBE_ARGS (more bench/abuse_probe.py flags, e.g. "--slow 300,300 --samples 20"),
+# ABUSE_NO_CAP=1 (a server without --max-connections: an older kvserve, for before/after).
 # Needs build/kvserve (and python3). Exit status 1 when a probe failed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -21,7 +24,9 @@ if [[ "$FDS" != unlimited ]] && (( CAP > FDS - 300 )); then CAP=$((FDS - 300)); 
 PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 KEY=abuse-key
 LOG="$(mktemp -t kvserve-abuse.XXXXXX.log)"
-"$BIN" serve --port "$PORT" --api-key "$KEY" --max-connections "$CAP" --served-model-name abuse \
+CAP_FLAG=(--max-connections "$CAP")
+if [[ -n "${ABUSE_NO_CAP:-}" ]]; then CAP_FLAG=(); fi
+"$BIN" serve --port "$PORT" --api-key "$KEY" "${CAP_FLAG[@]}" --served-model-name abuse \
   --max-num-seqs 8 --max-queue-len 64 "$@" >"$LOG" 2>&1 &
 PID=$!
 trap 'kill -9 $PID 2>/dev/null || true' EXIT
@@ -39,9 +44,10 @@ echo "abuse: $(lscpu | awk -F: '/Model name/ {gsub(/^ +/, "", $2); print $2}'), 
 grep '^serve: HTTP' "$LOG" || true
 # The cap in force (the server lowers it to fit its file-descriptor limit).
 CAP="$(sed -n 's/^serve: HTTP: --max-connections \([0-9]*\),.*/\1/p' "$LOG")"
+CAP="${CAP:-0}"
 rc=0
 python3 bench/abuse_probe.py --url "http://127.0.0.1:$PORT" --pid "$PID" --api-key "$KEY" \
-  --max-connections "$CAP" "${SHORT[@]}" || rc=$?
+  --max-connections "$CAP" "${SHORT[@]}" ${ABUSE_PROBE_ARGS:-} || rc=$?
 kill -0 $PID 2>/dev/null || { echo "abuse: FAIL: the server died"; tail -20 "$LOG"; exit 1; }
 echo "abuse: server RSS after the probes $(awk '/VmRSS/ {print $2 " " $3}' /proc/$PID/status)"
 kill -TERM $PID

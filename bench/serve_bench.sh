@@ -5,6 +5,8 @@
 # Each configuration runs RUNS times (default 3) on a fresh server; the table reports medians
 # (of the per-run figures) for docs/benchmarks.md.
 # Usage: bench/serve_bench.sh [--runs R] [--concurrency "1 8 32"] [--out FILE.md]
+# Environment: SERVE_BIN (the server binary, default build/kvserve: another build's for a
+# before/after; the client is always build/kvserve), CACHING (default "on off").
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 RUNS=3
@@ -28,11 +30,12 @@ fi
 PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 log() { echo "[serve-bench] $*" >&2; }
 
-for caching in on off; do
+SERVE_BIN="${SERVE_BIN:-$BIN}"
+for caching in ${CACHING:-on off}; do
   flag=--enable-prefix-caching; [[ $caching == off ]] && flag=--no-enable-prefix-caching
   for c in $CONCURRENCY; do
     for ((r = 1; r <= RUNS; r++)); do
-      "$BIN" serve --model "$MODEL" --port "$PORT" --threads 2 --max-num-seqs 32 \
+      "$SERVE_BIN" serve --model "$MODEL" --port "$PORT" --threads 2 --max-num-seqs 32 \
         --max-model-len 2048 --kv-cache-memory 2GiB $flag --served-model-name smollm2 \
         >"$RESULTS/serve.log" 2>&1 &
       pid=$!
@@ -53,7 +56,7 @@ results, runs, conc = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 med = statistics.median
 print("| prefix caching | max concurrency | req/s | output tok/s | total tok/s | TTFT median / p99 (ms) | TPOT median / p99 (ms) | hit rate (server) | failed |")
 print("|---|---|---|---|---|---|---|---|---|")
-for caching in ("on", "off"):
+for caching in os.environ.get("CACHING", "on off").split():
     for c in conc:
         rs = [json.load(open(os.path.join(results, f"{caching}-{c}-{r}.json"))) for r in range(1, runs + 1)]
         m = lambda f: med([f(x) for x in rs])

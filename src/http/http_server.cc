@@ -218,11 +218,14 @@ Status HttpServer::Bind() {
 }
 
 Status HttpServer::Run() {
-  if (!impl_->acceptor.is_open()) {
-    return impl_->stop_requested.load() ? OkStatus()
-                                        : FailedPreconditionError("HttpServer::Run before Bind");
+  {
+    // Under the lock with Stop()'s check: either Stop() sees running (and closes through the
+    // I/O threads, which this call then runs) or this call sees the stop and returns.
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->stop_requested.load()) return OkStatus();
+    if (!impl_->acceptor.is_open()) return FailedPreconditionError("HttpServer::Run before Bind");
+    impl_->running = true;
   }
-  impl_->running = true;
   asio::post(impl_->acceptor.get_executor(), [this] { impl_->Accept(); });
   std::vector<std::thread> extra;
   for (int i = 1; i < options_.num_io_threads; ++i) {
@@ -235,8 +238,13 @@ Status HttpServer::Run() {
 }
 
 void HttpServer::Stop() {
-  if (impl_->stop_requested.exchange(true)) return;
   Impl& s = *impl_;
+  bool running = false;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.stop_requested.exchange(true)) return;
+    running = s.running.load();
+  }
   auto each_connection = [&s](auto fn) {
     std::vector<std::shared_ptr<Connection>> conns;
     {
@@ -247,7 +255,7 @@ void HttpServer::Stop() {
     }
     for (auto& c : conns) fn(*c);
   };
-  if (s.running.load()) {
+  if (running) {
     // 1. No new connections; idle ones close; the ones answering close after their response.
     std::promise<void> closed;
     asio::post(s.acceptor.get_executor(), [&] {
