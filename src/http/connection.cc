@@ -16,13 +16,6 @@ namespace bhttp = boost::beast::http;
 
 namespace {
 
-bool IEquals(beast::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 // The status line and header fields of a response.
 std::string ResponseHead(int status, const std::string& content_type, const Headers& headers,
                          std::optional<size_t> content_length, bool chunked, bool close,
@@ -261,7 +254,8 @@ void Connection::OnHeader(beast::error_code ec) {
   if (closed_) return;
   if (ec) return OnReadError(ec);
   if (parser_->is_done()) return Dispatch();
-  if (IEquals(parser_->get()[bhttp::field::expect], "100-continue")) {
+  const beast::string_view expect = parser_->get()[bhttp::field::expect];
+  if (EqualsIgnoreCase(std::string_view(expect.data(), expect.size()), "100-continue")) {
     writes_.push_back({"HTTP/1.1 100 Continue\r\n\r\n", nullptr});
     if (!writing_) WriteNext();
   }

@@ -29,21 +29,21 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-bool IEquals(std::string_view a, std::string_view b) {
+// File descriptors kept for everything that is not a connection (model files, logs, pipes).
+constexpr int64_t kReservedFds = 128;
+
+}  // namespace
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return std::tolower(static_cast<unsigned char>(x)) ==
                   std::tolower(static_cast<unsigned char>(y));
          });
 }
 
-// File descriptors kept for everything that is not a connection (model files, logs, pipes).
-constexpr int64_t kReservedFds = 128;
-
-}  // namespace
-
 std::string HttpRequest::header(std::string_view name) const {
   for (const auto& [k, v] : headers) {
-    if (IEquals(k, name)) return v;
+    if (EqualsIgnoreCase(k, name)) return v;
   }
   return "";
 }

@@ -131,6 +131,9 @@ class HttpServer {
   int port_ = 0;
 };
 
+// ASCII case-insensitive equality (header names, tokens such as "100-continue", auth schemes).
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+
 // The status line's reason phrase ("OK", "Not Found", ...).
 std::string_view ReasonPhrase(int status);
 

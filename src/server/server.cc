@@ -142,12 +142,10 @@ bool OpenAiServer::authorized(const Request& req, Response& res) {
   const std::string auth = req.header("Authorization");
   // "Bearer" is case-insensitive (RFC 7235 auth-scheme); the key is compared exactly.
   constexpr std::string_view kScheme = "bearer ";
-  const bool bearer =
-      auth.size() >= kScheme.size() &&
-      std::equal(kScheme.begin(), kScheme.end(), auth.begin(), [](char a, char b) {
-        return a == std::tolower(static_cast<unsigned char>(b));
-      });
-  if (bearer && auth.compare(kScheme.size(), std::string::npos, options_.api_key) == 0) {
+  const std::string_view given(auth);
+  if (given.size() >= kScheme.size() &&
+      http::EqualsIgnoreCase(given.substr(0, kScheme.size()), kScheme) &&
+      given.substr(kScheme.size()) == options_.api_key) {
     return true;
   }
   reply_error(res, 401,
