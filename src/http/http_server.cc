@@ -159,12 +159,24 @@ struct HttpServer::Impl final : public ConnectionHost {
   int64_t num_counted = 0;  // connections under the cap (rejected ones are not counted)
   std::atomic<bool> stop_requested{false};
   std::atomic<bool> running{false};
+  // Stop() has finished (guarded by mu): Run() and the destructor wait for it, so that the
+  // server is never destroyed under a Stop() still running on another thread.
+  bool stop_done = false;
+  std::condition_variable stop_done_cv;
 };
 
 HttpServer::HttpServer(HttpServerOptions options)
     : options_(std::move(options)), impl_(std::make_unique<Impl>(options_)) {}
 
-HttpServer::~HttpServer() { Stop(); }
+HttpServer::~HttpServer() {
+  Stop();
+  WaitStopped();
+}
+
+void HttpServer::WaitStopped() {
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  impl_->stop_done_cv.wait(lock, [&] { return impl_->stop_done; });
+}
 
 void HttpServer::Route(std::string method, std::string path, Handler handler) {
   impl_->routes[std::move(path)].emplace_back(std::move(method), std::move(handler));
@@ -234,6 +246,7 @@ Status HttpServer::Run() {
   impl_->io.run();
   for (std::thread& t : extra) t.join();
   impl_->running = false;
+  WaitStopped();  // io.run() returns before Stop() has finished with the server
   return OkStatus();
 }
 
@@ -285,6 +298,10 @@ void HttpServer::Stop() {
   s.pool.Stop();
   s.work.reset();
   s.io.stop();
+  // Notified under the lock: a waiter that wakes may destroy the server at once.
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.stop_done = true;
+  s.stop_done_cv.notify_all();
 }
 
 }  // namespace kvserve::http

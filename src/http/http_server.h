@@ -100,10 +100,10 @@ struct HttpServerOptions {
 };
 
 // Owns the listening socket, the connections, the I/O threads and the worker pool.
-// Route() before Bind(); Bind() then Run() (blocks until Stop()); Stop() from another thread
-// (not from a handler): closes the listener and the idle connections, lets the responses
-// being written finish for up to stop_grace_s, then cuts what is left and waits for the
-// handlers.
+// Route() before Bind(); Bind() then Run() (blocks until Stop() has finished); Stop() from
+// another thread (not from a handler): closes the listener and the idle connections, lets the
+// responses being written finish for up to stop_grace_s, then cuts what is left and waits for
+// the handlers.
 class HttpServer {
  public:
   explicit HttpServer(HttpServerOptions options);
@@ -126,6 +126,8 @@ class HttpServer {
   struct Impl;
 
  private:
+  void WaitStopped();
+
   HttpServerOptions options_;
   std::unique_ptr<Impl> impl_;
   int port_ = 0;
