@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "base/check.h"
+#include "tensor/quant_blocks.h"
 
 namespace kvserve {
 
@@ -17,19 +18,43 @@ const char* DTypeName(DType dtype) {
     case DType::kFp8E5M2: return "fp8_e5m2";
     case DType::kI8: return "int8";
     case DType::kI32: return "i32";
+    case DType::kQ4_0: return "q4_0";
+    case DType::kQ4_1: return "q4_1";
+    case DType::kQ5_0: return "q5_0";
+    case DType::kQ5_1: return "q5_1";
+    case DType::kQ2_K: return "q2_k";
+    case DType::kQ3_K: return "q3_k";
+    case DType::kQ4_K: return "q4_k";
+    case DType::kQ5_K: return "q5_k";
+    case DType::kQ6_K: return "q6_k";
   }
   return "?";
 }
 
 std::optional<DType> ParseDType(std::string_view name) {
   for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kFp8E4M3,
-                  DType::kFp8E5M2, DType::kI8, DType::kI32}) {
+                  DType::kFp8E5M2, DType::kI8, DType::kI32, DType::kQ4_0, DType::kQ4_1,
+                  DType::kQ5_0, DType::kQ5_1, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
+                  DType::kQ5_K, DType::kQ6_K}) {
     if (name == DTypeName(d)) return d;
   }
   return std::nullopt;
 }
 
-int64_t DTypeBlockElems(DType dtype) { return dtype == DType::kQ8_0 ? kQ8_0BlockElems : 1; }
+int64_t DTypeBlockElems(DType dtype) {
+  switch (dtype) {
+    case DType::kQ8_0: case DType::kQ4_0: case DType::kQ4_1: case DType::kQ5_0:
+    case DType::kQ5_1:
+      return kQK;
+    case DType::kQ2_K: case DType::kQ3_K: case DType::kQ4_K: case DType::kQ5_K:
+    case DType::kQ6_K:
+      return kQKK;
+    default:
+      return 1;
+  }
+}
+
+bool IsGgmlBlockType(DType dtype) { return DTypeBlockElems(dtype) > 1; }
 
 int64_t DTypeBlockBytes(DType dtype) {
   switch (dtype) {
@@ -37,6 +62,15 @@ int64_t DTypeBlockBytes(DType dtype) {
     case DType::kF16: case DType::kBF16: return 2;
     case DType::kQ8_0: return sizeof(BlockQ8_0);
     case DType::kFp8E4M3: case DType::kFp8E5M2: case DType::kI8: return 1;
+    case DType::kQ4_0: return sizeof(BlockQ4_0);
+    case DType::kQ4_1: return sizeof(BlockQ4_1);
+    case DType::kQ5_0: return sizeof(BlockQ5_0);
+    case DType::kQ5_1: return sizeof(BlockQ5_1);
+    case DType::kQ2_K: return sizeof(BlockQ2_K);
+    case DType::kQ3_K: return sizeof(BlockQ3_K);
+    case DType::kQ4_K: return sizeof(BlockQ4_K);
+    case DType::kQ5_K: return sizeof(BlockQ5_K);
+    case DType::kQ6_K: return sizeof(BlockQ6_K);
   }
   return 0;
 }
@@ -206,6 +240,21 @@ void DequantizeRow(DType dtype, const void* src, float* dst, int64_t n) {
       }
       return;
     }
+#define KV_DEQUANT_CASE(TYPE)                                                   \
+    case DType::k##TYPE:                                                        \
+      KV_CHECK(n % DTypeBlockElems(dtype) == 0) << DTypeName(dtype) << " row of " << n; \
+      Dequantize##TYPE(static_cast<const Block##TYPE*>(src), dst, n / DTypeBlockElems(dtype)); \
+      return;
+    KV_DEQUANT_CASE(Q4_0)
+    KV_DEQUANT_CASE(Q4_1)
+    KV_DEQUANT_CASE(Q5_0)
+    KV_DEQUANT_CASE(Q5_1)
+    KV_DEQUANT_CASE(Q2_K)
+    KV_DEQUANT_CASE(Q3_K)
+    KV_DEQUANT_CASE(Q4_K)
+    KV_DEQUANT_CASE(Q5_K)
+    KV_DEQUANT_CASE(Q6_K)
+#undef KV_DEQUANT_CASE
     case DType::kFp8E4M3: case DType::kFp8E5M2: {
       const uint8_t* b = static_cast<const uint8_t*>(src);
       const float* table = dtype == DType::kFp8E4M3 ? Fp8E4M3Table() : Fp8E5M2Table();

@@ -1,6 +1,7 @@
 // Element types of weights, activations and KV storage, and scalar conversions.
-// Quantized block types (Q8_0) store groups of kBlockElems values in kBlockBytes bytes with
-// the GGML layout, so GGUF data is used in place.
+// Quantized block types (Q8_0, and the 2- to 6-bit weight types of quant_blocks.h) store groups
+// of DTypeBlockElems values in DTypeBlockBytes bytes with the GGML layout, so GGUF data is used
+// in place.
 #pragma once
 
 #include <cstdint>
@@ -20,15 +21,30 @@ enum class DType : uint8_t {
   kFp8E5M2,   // OCP FP8 E5M2 (max 57344)
   kI8,        // plain int8 (a separate scale lives beside it)
   kI32,
+  // GGML weight types (layouts in quant_blocks.h): 32-value blocks ...
+  kQ4_0,
+  kQ4_1,
+  kQ5_0,
+  kQ5_1,
+  // ... and 256-value k-quant super-blocks.
+  kQ2_K,
+  kQ3_K,
+  kQ4_K,
+  kQ5_K,
+  kQ6_K,
 };
 
-// "f32", "f16", "bf16", "q8_0", "fp8_e4m3", "fp8_e5m2", "int8", "i32".
+// "f32", "f16", "bf16", "q8_0", "fp8_e4m3", "fp8_e5m2", "int8", "i32", "q4_0", "q4_1",
+// "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k".
 const char* DTypeName(DType dtype);
 std::optional<DType> ParseDType(std::string_view name);
 
-// Number of values in one storage block (1 for plain types, 32 for Q8_0).
+// Number of values in one storage block (1 for plain types, 32 for Q8_0 and Q4_0 ... Q5_1,
+// 256 for the k-quants).
 int64_t DTypeBlockElems(DType dtype);
-// Bytes of one storage block (4 for f32, 34 for Q8_0).
+// True for the GGML block types (Q8_0, Q4_0 ... Q6_K): weights only, never KV or activations.
+bool IsGgmlBlockType(DType dtype);
+// Bytes of one storage block (4 for f32, 34 for Q8_0, 144 for Q4_K).
 int64_t DTypeBlockBytes(DType dtype);
 // Bytes of a row of `num_elems` values; num_elems must be a multiple of the block size.
 int64_t DTypeRowBytes(DType dtype, int64_t num_elems);
@@ -77,7 +93,7 @@ const float* Fp8E4M3Table();
 const float* Fp8E5M2Table();
 
 // Converts `num_elems` values of `dtype` starting at `src` (which must start on a block
-// boundary) to float. For Q8_0 `num_elems` must be a multiple of 32.
+// boundary) to float. For block types `num_elems` must be a multiple of the block size.
 void DequantizeRow(DType dtype, const void* src, float* dst, int64_t num_elems);
 // Converts floats to `dtype` (f32, f16, bf16, q8_0 or fp8 with scale 1; Q8_0 uses
 // absmax / 127 per block; fp8 saturates).
