@@ -5,6 +5,7 @@
 
 #include "base/check.h"
 #include "tensor/quant_blocks.h"
+#include "tensor/quantize.h"
 
 namespace kvserve {
 
@@ -297,6 +298,21 @@ void QuantizeRow(DType dtype, const float* src, void* dst, int64_t n) {
       }
       return;
     }
+#define KV_QUANT_CASE(TYPE)                                                     \
+    case DType::k##TYPE:                                                        \
+      KV_CHECK(n % DTypeBlockElems(dtype) == 0) << DTypeName(dtype) << " row of " << n; \
+      Quantize##TYPE(src, static_cast<Block##TYPE*>(dst), n / DTypeBlockElems(dtype)); \
+      return;
+    KV_QUANT_CASE(Q4_0)
+    KV_QUANT_CASE(Q4_1)
+    KV_QUANT_CASE(Q5_0)
+    KV_QUANT_CASE(Q5_1)
+    KV_QUANT_CASE(Q2_K)
+    KV_QUANT_CASE(Q3_K)
+    KV_QUANT_CASE(Q4_K)
+    KV_QUANT_CASE(Q5_K)
+    KV_QUANT_CASE(Q6_K)
+#undef KV_QUANT_CASE
     case DType::kFp8E4M3: case DType::kFp8E5M2: {
       uint8_t* b = static_cast<uint8_t*>(dst);
       for (int64_t i = 0; i < n; ++i) {

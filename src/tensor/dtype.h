@@ -95,8 +95,10 @@ const float* Fp8E5M2Table();
 // Converts `num_elems` values of `dtype` starting at `src` (which must start on a block
 // boundary) to float. For block types `num_elems` must be a multiple of the block size.
 void DequantizeRow(DType dtype, const void* src, float* dst, int64_t num_elems);
-// Converts floats to `dtype` (f32, f16, bf16, q8_0 or fp8 with scale 1; Q8_0 uses
-// absmax / 127 per block; fp8 saturates).
+// Converts floats to `dtype` (f32, f16, bf16, q8_0, the 2- to 6-bit GGML types of
+// quant_blocks.h, or fp8 with scale 1; Q8_0 uses absmax / 127 per block; Q4_0 ... Q6_K use the
+// error-minimising quantisers of quantize.h; fp8 saturates). For block types `num_elems` must be
+// a multiple of the block size.
 void QuantizeRow(DType dtype, const float* src, void* dst, int64_t num_elems);
 
 }  // namespace kvserve
