@@ -6,6 +6,9 @@
 // Compare with build/bench/ceiling --threads N. Other kernels (RmsNorm, Softmax, ...) are
 // benchmarked at the end on model-sized vectors.
 //   kernels_bench --benchmark_filter='Matmul/.*q8_0' --benchmark_min_time=0.3
+// The GGML 2- to 6-bit types (q4_0 ... q6_k) run on llama1b_attn_q and llama1b_ffn_up with
+// m = 1, 4, 64, on random blocks:
+//   kernels_bench --benchmark_filter='Matmul/llama1b_attn_q/q4_k'
 // PagedDecode/<geometry>/<kv dtype>/ctx:N/threads:T: decode attention (one query token) of one
 // sequence over N cached tokens in 16-token blocks at shuffled block ids, one layer. Counter:
 //   kv_GBps   bytes of K and V (plus int8 slot scales / fp8 head scales) read per second
@@ -29,6 +32,7 @@
 
 #include "base/system_memory.h"
 #include "base/thread_pool.h"
+#include "kernels/cpu/quant_weights_test_util.h"
 #include "kernels/kernels.h"
 #include "kernels/paged_attention.h"
 #include "tensor/dtype.h"
@@ -56,8 +60,13 @@ const Tensor& Weights(DType dtype, int64_t n, int64_t k) {
   auto key = std::make_tuple(static_cast<int>(dtype), n, k);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  Tensor w = Tensor::Allocate(dtype, {n, k});
   std::mt19937 rng(42);
+  if (IsGgmlBlockType(dtype) && dtype != DType::kQ8_0) {  // no quantizer: random blocks
+    Tensor w = RandomGgmlWeights(dtype, n, k, rng);
+    w.packed = kernels::PackMatmulWeights(w);
+    return cache.emplace(key, std::move(w)).first->second;
+  }
+  Tensor w = Tensor::Allocate(dtype, {n, k});
   std::normal_distribution<float> dist(0.0f, 0.05f);
   std::vector<float> row(k);
   for (int64_t j = 0; j < n; ++j) {
@@ -154,6 +163,22 @@ int RegisterMatmuls() {
       for (int64_t m : {int64_t{1}, int64_t{4}, int64_t{32}, int64_t{512}}) {
         if (m == 512 && !shape.prefill) continue;
         if (m == 32 && dtype != DType::kQ8_0) continue;  // batched decode: Q8_0 only
+        for (int threads : {1, 2}) {
+          std::string name = std::string("Matmul/") + shape.name + "/" + DTypeName(dtype) +
+                             "/m:" + std::to_string(m) + "/threads:" + std::to_string(threads);
+          benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, shape, dtype, m, threads)
+              ->UseRealTime()
+              ->Unit(benchmark::kMicrosecond);
+        }
+      }
+    }
+  }
+  // The GGML 2- to 6-bit types: decode (1, 4 rows) and prefill (64) on two llama-1b shapes.
+  // Their scalar fallback (KVSERVE_NO_SIMD=1) is the "before" of issue 22.
+  for (const MatShape& shape : {kShapes[3], kShapes[4]}) {
+    for (DType dtype : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ2_K,
+                        DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+      for (int64_t m : {int64_t{1}, int64_t{4}, int64_t{64}}) {
         for (int threads : {1, 2}) {
           std::string name = std::string("Matmul/") + shape.name + "/" + DTypeName(dtype) +
                              "/m:" + std::to_string(m) + "/threads:" + std::to_string(threads);

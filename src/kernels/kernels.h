@@ -47,8 +47,11 @@ namespace kernels {
 // True when the AVX2/FMA/F16C paths are in use on this CPU (KVSERVE_NO_SIMD=1 forces false).
 bool SimdEnabled();
 
-// y[m, n] = x[m, k] * W^T where W is a 2-D tensor of shape [n, k] in f32, f16, bf16 or q8_0
-// (k a multiple of 32 for q8_0). x and y are row-major float32. Threads split the work.
+// y[m, n] = x[m, k] * W^T where W is a 2-D tensor of shape [n, k] in f32, f16, bf16, q8_0 or
+// one of the GGML 2- to 6-bit types (q4_0, q4_1, q5_0, q5_1: k a multiple of 32, as for q8_0;
+// q2_k ... q6_k: k a multiple of 256). x and y are row-major float32. Threads split the work.
+// The block types quantize the activations to int8 once per call (blocks of 32 for q8_0 and the
+// 32-value types, one scale per 256 values for the k-quants) and use exact integer dot products.
 void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool);
 
 // The layout the current SIMD level's Matmul would otherwise build from `w` on every call,

@@ -1,6 +1,8 @@
-// Instantiates matmul_simd.inc for each SIMD level (see the comment there).
+// Instantiates matmul_simd.inc (and the GGML 2- to 6-bit kernels it includes,
+// matmul_quant_simd.inc) for each SIMD level (see the comments there).
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -9,6 +11,7 @@
 #include "base/system_memory.h"
 #include "kernels/cpu/matmul.h"
 #include "tensor/dtype.h"
+#include "tensor/quant_blocks.h"
 
 #if defined(__x86_64__)
 // GCC 12 reports its own _mm512_undefined_* placeholders (used inside _mm512_reduce_add_ps,
