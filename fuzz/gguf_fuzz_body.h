@@ -2,8 +2,9 @@
 // src/model/gguf_corpus_test.cc (replays the corpus under g++ in ordinary CI).
 //
 // Parses `bytes` with GgufFile::FromBytes and, when that succeeds, touches everything a
-// caller could: every metadata value (all array contents), every typed getter, and the first
-// and last byte of every tensor's data. Returns the status of the parse so tests can assert
+// caller could: every metadata value (all array contents), every typed getter, the first
+// and last byte of every tensor's data, and (for rows of at most 64K values) the dequantised
+// first row, so hostile block bytes of every weight type reach the dequantisers. Returns the status of the parse so tests can assert
 // on it; crashes, sanitizer reports and hangs are the fuzzer's findings.
 #pragma once
 
@@ -11,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "model/gguf.h"
 
@@ -57,6 +59,11 @@ inline Status RunGgufFuzzBody(const uint8_t* data, size_t size) {
     }
     const auto* p = static_cast<const uint8_t*>(t->data);
     sink += p[0] + p[info.num_bytes - 1];
+    if (const int64_t cols = t->cols(); cols <= (int64_t{1} << 16)) {
+      std::vector<float> row(static_cast<size_t>(cols));
+      DequantizeRow(t->dtype, t->data, row.data(), cols);
+      sink += std::bit_cast<uint32_t>(row[0]) + std::bit_cast<uint32_t>(row[cols - 1]);
+    }
   }
   out = sink;
   (void)out;

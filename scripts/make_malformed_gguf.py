@@ -18,6 +18,14 @@ import sys
 U8, I8, U16, I16, U32, I32, F32, BOOL, STR, ARR, U64, I64, F64 = range(13)
 # GGML tensor types.
 GGML_F32, GGML_F16, GGML_Q4_0, GGML_Q8_0, GGML_Q4_K, GGML_BF16 = 0, 1, 2, 8, 12, 30
+GGML_Q6_K, GGML_Q8_K, GGML_IQ2_XXS = 14, 15, 16
+# The 2- to 6-bit weight types kvserve loads: ggml type id -> (name, values per block,
+# bytes per block), as ggml-common.h lays the blocks out.
+QUANT_TYPES = {
+    2: ("q4_0", 32, 18), 3: ("q4_1", 32, 20), 6: ("q5_0", 32, 22), 7: ("q5_1", 32, 24),
+    10: ("q2_k", 256, 84), 11: ("q3_k", 256, 110), 12: ("q4_k", 256, 144),
+    13: ("q5_k", 256, 176), 14: ("q6_k", 256, 210),
+}
 
 SCALAR_FMT = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", F32: "<f",
               BOOL: "<B", U64: "<Q", I64: "<q", F64: "<d"}
@@ -107,6 +115,27 @@ def all_types():
     return build(kvs, tensors, bf, alignment=64)
 
 
+def lcg_bytes(n, seed):
+    """n deterministic pseudo-random bytes."""
+    out = bytearray()
+    x = seed
+    for _ in range(n):
+        x = (x * 6364136223846793005 + 1442695040888963407) % 2**64
+        out.append(x >> 56)
+    return bytes(out)
+
+
+def quant_types():
+    """One [2, block] tensor of each 2- to 6-bit type, named after it ("q4_k"), with
+    pseudo-random block bytes (seeded by the type id): what the reader must load in place."""
+    kvs = [kv("general.architecture", STR, "llama")]
+    tensors, data = [], b""
+    for ggml_type, (name, elems, nbytes) in QUANT_TYPES.items():
+        tensors.append(tinfo(name, [elems, 2], ggml_type, len(data)))
+        data += pad(lcg_bytes(2 * nbytes, ggml_type))
+    return build(kvs, tensors, data)
+
+
 def nested_array(depth):
     v = (U8, [7])
     for _ in range(depth - 1):
@@ -180,10 +209,16 @@ def malformed():
                  tinfo("c", [4], GGML_F32, 64)], b"\0" * 96)
     files["too_many_nested_arrays.gguf"] = build(
         [kv("n", ARR, (ARR, [(U8, [])] * 2000))], [])
-    files["unsupported_type_q4_0.gguf"] = one_tensor([32], GGML_Q4_0, name="blk.0.ffn_up.weight",
-                                                     data=b"\0" * 18)
-    files["unsupported_type_q4_k.gguf"] = one_tensor([256], GGML_Q4_K, name="output.weight",
-                                                     data=b"\0" * 144)
+    files["unsupported_type_iq2_xxs.gguf"] = one_tensor(
+        [256], GGML_IQ2_XXS, name="blk.0.ffn_up.weight", data=b"\0" * 66)
+    files["unsupported_type_q8_k.gguf"] = one_tensor([256], GGML_Q8_K, name="output.weight",
+                                                     data=b"\0" * 292)
+    # A [256, 2] Q4_K tensor needs 288 bytes; the file ends after 200.
+    files["truncated_q4_k.gguf"] = one_tensor([256, 2], GGML_Q4_K, name="blk.0.attn_q.weight",
+                                              data=lcg_bytes(200, 12))
+    # Rows of 576 values (SmolLM2's hidden size) are not whole 256-value Q6_K blocks.
+    files["q6_k_inner_not_multiple.gguf"] = one_tensor(
+        [576, 2], GGML_Q6_K, name="output.weight", data=b"\0" * 1024)
     files["unknown_tensor_type.gguf"] = one_tensor([4], 99)
     files["q8_0_inner_not_multiple.gguf"] = one_tensor([33, 2], GGML_Q8_0, data=b"\0" * 68)
     files["tensor_name_too_long.gguf"] = one_tensor([4], name="x" * 65)
@@ -209,7 +244,8 @@ def write(path, data):
 
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
-    valid = {"small_valid.gguf": small_valid(), "all_types.gguf": all_types()}
+    valid = {"small_valid.gguf": small_valid(), "all_types.gguf": all_types(),
+             "quant_types.gguf": quant_types()}
     bad = malformed()
     for name, data in valid.items():
         write(os.path.join(root, "tests/data/gguf", name), data)
@@ -222,7 +258,9 @@ def main():
     seeds = dict(valid)
     for name in ["nested_array_too_deep.gguf", "q8_0_inner_not_multiple.gguf",
                  "duplicate_tensor_name.gguf", "misaligned_element.gguf",
-                 "string_array_too_long_for_file.gguf", "truncated_tensor_info.gguf"]:
+                 "string_array_too_long_for_file.gguf", "truncated_tensor_info.gguf",
+                 "truncated_q4_k.gguf", "q6_k_inner_not_multiple.gguf",
+                 "unsupported_type_iq2_xxs.gguf"]:
         seeds[name] = bad[name]
     for name, data in seeds.items():
         write(os.path.join(root, "fuzz/corpus/gguf", name), data)

@@ -70,12 +70,24 @@ StatusOr<LoadedModel> LoadModelWithProgress(const std::string& path,
 }
 
 void PrintModelSummary(const LoadedModel& model, double load_seconds) {
-  std::fprintf(stderr, "model: %s (%s, %s), %s parameters, %s weights, %s, loaded in %.2f s\n",
+  // "weights 101.6 MiB (q4_k 62.0 MiB, q6_k 25.3 MiB, ..., f32 0.2 MiB)": the real bytes of a
+  // mixed-type file, by type.
+  std::fprintf(stderr, "model: %s (%s, %s), %s parameters, weights %s, loaded in %.2f s\n",
                model.config.name.empty() ? model.path.c_str() : model.config.name.c_str(),
                model.config.architecture.c_str(), model.format.c_str(),
                HumanCount(model.config.NumParameters()).c_str(),
-               model.WeightTypeSummary().c_str(), HumanBytes(model.WeightBytes()).c_str(),
-               load_seconds);
+               TallyWeightBytes(model.tensors).ToString().c_str(), load_seconds);
+}
+
+std::string FileTypeHelp() {
+  std::string names;
+  for (const std::string& n : QuantFileTypeNames()) names += (names.empty() ? "" : ", ") + n;
+  return names + ". Quantised types choose each tensor's type as llama.cpp's quantiser "
+                 "does: the output (or tied embedding) in q6_k, some attn_v / ffn_down / "
+                 "attn_output with more bits in the _s/_m/_l mixes and q2_k (q4_k_m: mostly "
+                 "q4_k, q6_k in some layers), rows that are not whole 256-value blocks in q5_0, "
+                 "q5_1, q8_0 or q4_0 instead; norms stay f32 (q3_k, q4_k, q5_k mean the _m "
+                 "mixes)";
 }
 
 void PrintPackedWeights(int64_t packed_bytes) {

@@ -18,6 +18,8 @@
 #include "model/gguf.h"
 #include "model/model_loader.h"
 #include "model/model_stats.h"
+#include "model/quant_mix.h"
+#include "model/weight_bytes.h"
 #include "model/vocab_source.h"
 #include "tokenizer/tokenizer.h"
 
@@ -65,8 +67,11 @@ double SecondsSince(std::chrono::steady_clock::time_point start);
 StatusOr<LoadedModel> LoadModelWithProgress(const std::string& path,
                                             const std::string& tokenizer_path);
 
-// One summary line on stderr: architecture, parameters, weight type, bytes, load time.
+// One summary line on stderr: architecture, parameters, weight bytes by type, load time.
 void PrintModelSummary(const LoadedModel& model, double load_seconds);
+
+// The --dtype names of mkmodel and convert, for their help: "f32, f16, ..., q6_k (...)".
+std::string FileTypeHelp();
 // One line on the weights LlamaModel repacked for this CPU's batched matmul, if any.
 void PrintPackedWeights(int64_t packed_bytes);
 

@@ -365,6 +365,13 @@ int RunGenerateCommand(const GenerateOptions& options) {
     out["output_parameters"] = OutputParameters(loaded);
     out["weight_type"] = loaded.WeightTypeSummary();
     out["weight_bytes"] = loaded.WeightBytes();
+    {
+      nlohmann::json by_type = nlohmann::json::object();
+      for (const auto& [dtype, bytes] : TallyWeightBytes(loaded.tensors).by_type) {
+        by_type[DTypeName(dtype)] = bytes;
+      }
+      out["weight_bytes_by_type"] = by_type;
+    }
     out["weight_bytes_per_token"] = WeightBytesPerToken(loaded);
     // The sequence just before its blocks returned.
     const KvMemoryStats ks = (*core)->finished_sequence_memory_stats(final_output);

@@ -53,7 +53,7 @@ void AddPlanCommand(CLI::App& app, int* exit_code) {
                   "The KV budget alone (instead of --memory; no weights subtracted)");
   cmd->add_option("--weights-dtype", p.weights_dtype,
                   "Size the weights at this type instead of as stored: f32, f16, bf16, fp8, int8, "
-                  "q8_0 (with --memory)");
+                  "q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k (with --memory)");
   cmd->add_option("--block-size", p.block_size, "Tokens per KV block")->capture_default_str();
   cmd->add_option("--kv-budget", p.kv_budget_tokens,
                   "Also count requests compressed by token eviction to this many KV tokens "

@@ -75,29 +75,37 @@ const char* GgmlTypeName(uint32_t id) {
   return kNames[id];
 }
 
-constexpr uint32_t kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ8_0 = 8, kGgmlBF16 = 30;
+// The GGML type ids kvserve loads and writes (enum ggml_type in ggml.h).
+constexpr uint32_t kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ4_0 = 2, kGgmlQ4_1 = 3, kGgmlQ5_0 = 6,
+                   kGgmlQ5_1 = 7, kGgmlQ8_0 = 8, kGgmlQ2_K = 10, kGgmlQ3_K = 11, kGgmlQ4_K = 12,
+                   kGgmlQ5_K = 13, kGgmlQ6_K = 14, kGgmlBF16 = 30;
+constexpr std::pair<uint32_t, DType> kGgmlTypes[] = {
+    {kGgmlF32, DType::kF32},   {kGgmlF16, DType::kF16},   {kGgmlBF16, DType::kBF16},
+    {kGgmlQ8_0, DType::kQ8_0}, {kGgmlQ4_0, DType::kQ4_0}, {kGgmlQ4_1, DType::kQ4_1},
+    {kGgmlQ5_0, DType::kQ5_0}, {kGgmlQ5_1, DType::kQ5_1}, {kGgmlQ2_K, DType::kQ2_K},
+    {kGgmlQ3_K, DType::kQ3_K}, {kGgmlQ4_K, DType::kQ4_K}, {kGgmlQ5_K, DType::kQ5_K},
+    {kGgmlQ6_K, DType::kQ6_K},
+};
+// For error messages: the names of kGgmlTypes, in its order.
+constexpr char kLoadableTypes[] =
+    "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K";
 
 std::optional<DType> DTypeFromGgml(uint32_t id) {
-  switch (id) {
-    case kGgmlF32: return DType::kF32;
-    case kGgmlF16: return DType::kF16;
-    case kGgmlQ8_0: return DType::kQ8_0;
-    case kGgmlBF16: return DType::kBF16;
-    default: return std::nullopt;
+  for (const auto& [ggml, dtype] : kGgmlTypes) {
+    if (ggml == id) return dtype;
   }
+  return std::nullopt;
 }
 
 std::optional<uint32_t> GgmlFromDType(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return kGgmlF32;
-    case DType::kF16: return kGgmlF16;
-    case DType::kQ8_0: return kGgmlQ8_0;
-    case DType::kBF16: return kGgmlBF16;
-    default: return std::nullopt;
+  for (const auto& [ggml, d] : kGgmlTypes) {
+    if (d == dtype) return ggml;
   }
+  return std::nullopt;
 }
 
-// Alignment in memory of one element of `dtype` (Q8_0 blocks hold an fp16 scale).
+// Alignment in memory of one element of `dtype`: 4 for f32; 2 for f16, bf16 and the block
+// types (every GGML block starts with or holds fp16 fields).
 uint64_t ElementAlignment(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
 
 bool IsKnownType(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::kFloat64); }
@@ -657,10 +665,11 @@ StatusOr<std::unique_ptr<GgufFile>> GgufFile::Parse(std::unique_ptr<GgufFile> fi
     if (!dtype) {
       const char* name = GgmlTypeName(ggml_type);
       if (name == nullptr) {
-        return InvalidArgumentError(Cat(what, ": unknown ggml type ", ggml_type));
+        return InvalidArgumentError(Cat(what, ": unknown ggml type ", ggml_type,
+                                        "; kvserve loads ", kLoadableTypes));
       }
       return UnimplementedError(Cat(what, ": tensor type ", name, " (ggml type ", ggml_type,
-                                    ") is not supported; supported: F32, F16, BF16, Q8_0"));
+                                    ") is not supported; kvserve loads ", kLoadableTypes));
     }
     info.dtype = *dtype;
     KV_RETURN_IF_ERROR(r.Read(&info.offset, what));
@@ -670,10 +679,13 @@ StatusOr<std::unique_ptr<GgufFile>> GgufFile::Parse(std::unique_ptr<GgufFile> fi
     }
     int64_t block_elems = DTypeBlockElems(info.dtype);
     if (static_cast<int64_t>(ne[0]) % block_elems != 0) {
-      return InvalidArgumentError(Cat(what, ": inner dimension ", ne[0],
-                                      " is not a multiple of ", block_elems, " (the ",
-                                      GgmlTypeName(ggml_type), " block size)"));
+      return InvalidArgumentError(Cat(what, ": row length (inner dimension) ", ne[0],
+                                      " is not a multiple of ", block_elems, ", the ",
+                                      GgmlTypeName(ggml_type), " block size: ",
+                                      GgmlTypeName(ggml_type),
+                                      " rows must be whole blocks"));
     }
+    // rows * DTypeRowBytes(dtype, ne[0]), computed so that an overflow is caught.
     int64_t num_bytes = 0;
     if (__builtin_mul_overflow(num_elements / block_elems, DTypeBlockBytes(info.dtype),
                                &num_bytes)) {
@@ -931,7 +943,8 @@ Status GgufWriter::AddTensor(std::string name, const Tensor& tensor) {
   }
   if (!GgmlFromDType(tensor.dtype)) {
     return InvalidArgumentError(Cat("tensor ", Quote(name), ": dtype ", DTypeName(tensor.dtype),
-                                    " cannot be written to GGUF (F32, F16, BF16, Q8_0 only)"));
+                                    " cannot be written to GGUF (", kLoadableTypes,
+                                    " only)"));
   }
   if (tensor.shape.empty() || tensor.shape.size() > kMaxDims) {
     return InvalidArgumentError(Cat("tensor ", Quote(name), ": shape must have 1..", kMaxDims,

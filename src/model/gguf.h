@@ -74,7 +74,9 @@ struct GgufLimits {
 class GgufFile {
  public:
   // Maps `path` read-only and parses header, metadata and tensor infos. Tensor types other
-  // than F32, F16, BF16 and Q8_0 are refused with an error naming the type and tensor.
+  // than F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and Q2_K ... Q6_K (IQ*, TQ*, Q8_1,
+  // Q8_K, repacked and removed types) are refused with an error naming the type and tensor
+  // and listing the types that load; so are rows that are not whole blocks of their type.
   static StatusOr<std::unique_ptr<GgufFile>> Open(const std::string& path,
                                                   const GgufLimits& limits = {});
   // Parses an in-memory image (the fuzzer's entry point). The bytes are copied.
@@ -126,7 +128,8 @@ bool IsGgufFile(const std::string& path);
 class GgufWriter {
  public:
   void Set(std::string key, GgufValue value);  // replaces an existing key
-  // The tensor must be F32, F16, BF16 or Q8_0; its data must stay alive until Write().
+  // The tensor must be of a type Open() loads, its rows whole blocks; its data must stay
+  // alive until Write().
   Status AddTensor(std::string name, const Tensor& tensor);
   Status Write(const std::string& path) const;
 

@@ -65,11 +65,22 @@ const std::map<std::string, std::vector<std::string>>& Expected() {
       {"duplicate_tensor_name.gguf", {"duplicate tensor name 'a'"}},
       {"overlapping_tensors.gguf", {"tensor 'c' at data offset 64 overlaps tensor 'b'"}},
       {"too_many_nested_arrays.gguf", {"'n'", "nested arrays over the limit of 1024"}},
-      {"unsupported_type_q4_0.gguf", {"tensor 'blk.0.ffn_up.weight'", "Q4_0", "not supported"}},
-      {"unsupported_type_q4_k.gguf", {"tensor 'output.weight'", "Q4_K", "not supported"}},
-      {"unknown_tensor_type.gguf", {"tensor 'a'", "unknown ggml type 99"}},
+      {"unsupported_type_iq2_xxs.gguf",
+       {"tensor 'blk.0.ffn_up.weight'", "IQ2_XXS (ggml type 16) is not supported",
+        "kvserve loads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, "
+        "Q6_K"}},
+      {"unsupported_type_q8_k.gguf",
+       {"tensor 'output.weight'", "Q8_K (ggml type 15) is not supported", "kvserve loads"}},
+      {"unknown_tensor_type.gguf", {"tensor 'a'", "unknown ggml type 99", "kvserve loads"}},
       {"q8_0_inner_not_multiple.gguf",
-       {"tensor 'a'", "inner dimension 33 is not a multiple of 32 (the Q8_0 block size)"}},
+       {"tensor 'a'", "row length (inner dimension) 33 is not a multiple of 32, the Q8_0 block"}},
+      {"q6_k_inner_not_multiple.gguf",
+       {"tensor 'output.weight'",
+        "row length (inner dimension) 576 is not a multiple of 256, the Q6_K block size",
+        "Q6_K rows must be whole blocks"}},
+      {"truncated_q4_k.gguf",
+       {"tensor 'blk.0.attn_q.weight'", "data (288 bytes at data offset 0)",
+        "runs past the end of the file"}},
       {"tensor_name_too_long.gguf", {"tensor #0", "over the limit of 64"}},
       {"empty_tensor_name.gguf", {"tensor #0", "has an empty name"}},
       {"truncated_metadata.gguf", {"metadata key 'llama.block_count'", "truncated file"}},
@@ -121,7 +132,7 @@ TEST(GgufMalformedTest, EveryFileIsRefusedWithItsMessage) {
 }
 
 TEST(GgufMalformedTest, ValidFilesParse) {
-  for (const char* name : {"small_valid.gguf", "all_types.gguf"}) {
+  for (const char* name : {"small_valid.gguf", "all_types.gguf", "quant_types.gguf"}) {
     auto f = GgufFile::Open(kValidDir + "/" + name);
     ASSERT_TRUE(f.ok()) << name << ": " << f.status().ToString();
   }
@@ -138,6 +149,32 @@ TEST(GgufMalformedTest, ValidFilesParse) {
   EXPECT_EQ(*(*all)->GetInt("t.i64"), INT64_MIN);
   EXPECT_EQ((*all)->Find("t.arr_arr")->arrays[1].strings[0], "n");
   EXPECT_EQ((*all)->tensors()[0].dtype, DType::kBF16);
+}
+
+// quant_types.gguf: one [2, block] tensor per 2- to 6-bit type, named after it; each loads
+// in place with its GGML block size and rows of DTypeRowBytes.
+TEST(GgufMalformedTest, QuantTypesLoadInPlace) {
+  auto f = GgufFile::Open(kValidDir + "/quant_types.gguf");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  const std::vector<std::pair<std::string, int64_t>> expected = {
+      {"q4_0", 18}, {"q4_1", 20}, {"q5_0", 22}, {"q5_1", 24}, {"q2_k", 84},
+      {"q3_k", 110}, {"q4_k", 144}, {"q5_k", 176}, {"q6_k", 210}};
+  ASSERT_EQ((*f)->tensors().size(), expected.size());
+  for (const auto& [name, block_bytes] : expected) {
+    SCOPED_TRACE(name);
+    const GgufTensorInfo* info = (*f)->FindTensor(name);
+    ASSERT_NE(info, nullptr);
+    EXPECT_STREQ(DTypeName(info->dtype), name.c_str());
+    const int64_t elems = DTypeBlockElems(info->dtype);
+    EXPECT_EQ(info->shape, (std::vector<int64_t>{2, elems}));
+    EXPECT_EQ(DTypeBlockBytes(info->dtype), block_bytes);
+    EXPECT_EQ(info->num_bytes, static_cast<uint64_t>(2 * block_bytes));
+    auto t = (*f)->tensor(name);
+    ASSERT_TRUE(t.ok());
+    EXPECT_EQ(t->row_bytes(), block_bytes);
+    std::vector<float> row(static_cast<size_t>(elems));
+    DequantizeRow(t->dtype, t->row(1), row.data(), elems);  // any bytes decode
+  }
 }
 
 // The last tensor of small_valid.gguf ends at the end of the file, so every strict prefix

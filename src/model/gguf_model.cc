@@ -7,12 +7,16 @@
 // factors, original context) to that tensor and refuse it when no llama3 schedule reproduces
 // it; on save we write the tensor from the parameters. Linear scaling uses the
 // `<arch>.rope.scaling.type` / `.factor` keys.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <numbers>
 #include <set>
 
 #include "base/logging.h"
+#include "base/thread_pool.h"
 #include "model/gguf.h"
 #include "model/gguf_vocab.h"
 #include "model/model_description.h"
@@ -22,12 +26,6 @@
 
 namespace kvserve {
 namespace {
-
-// llama.cpp LLAMA_FTYPE values.
-constexpr uint32_t kFtypeAllF32 = 0;
-constexpr uint32_t kFtypeMostlyF16 = 1;
-constexpr uint32_t kFtypeMostlyQ8_0 = 7;
-constexpr uint32_t kFtypeMostlyBF16 = 32;
 
 constexpr char kEogIdsKey[] = "kvserve.tokenizer.eog_token_ids";
 constexpr char kPreRegexesKey[] = "kvserve.tokenizer.pre_regexes";
@@ -393,7 +391,41 @@ StatusOr<LoadedModel> SplitKvB(const LoadedModel& model) {
   return out;
 }
 
-Status SaveGgufModel(const LoadedModel& original, const std::string& path) {
+// `t` with every row converted to `dtype` (through f32), in parallel over rows on `pool`.
+Tensor ConvertRows(const Tensor& t, DType dtype, ThreadPool& pool) {
+  Tensor out = Tensor::Allocate(dtype, t.shape);
+  const int64_t cols = t.cols();
+  pool.ParallelFor(t.rows(), std::max<int64_t>(1, 16384 / cols), [&](int64_t b, int64_t e) {
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = b; r < e; ++r) {
+      DequantizeRow(t.dtype, t.row(r), row.data(), cols);
+      QuantizeRow(dtype, row.data(), const_cast<void*>(out.row(r)), cols);
+    }
+  });
+  return out;
+}
+
+// general.file_type (LLAMA_FTYPE) of a model written as it is: from the type of the bulk of
+// its matrices.
+uint32_t BulkFileType(const LoadedModel& model) {
+  std::map<DType, int64_t> elems;
+  for (const auto& [name, t] : model.tensors) {
+    if (t.shape.size() >= 2) elems[t.dtype] += t.num_elements();
+  }
+  DType bulk = DType::kF32;
+  int64_t best = -1;
+  for (const auto& [d, n] : elems) {
+    if (n > best) {
+      best = n;
+      bulk = d;
+    }
+  }
+  const std::optional<QuantFileType> type = UniformQuantFileType(bulk);
+  return LlamaFtype(type.value_or(QuantFileType::kF32));
+}
+
+Status SaveGgufModel(const LoadedModel& original, const std::string& path,
+                     const SaveGgufOptions& options) {
   KV_RETURN_IF_ERROR(original.config.Validate());
   LoadedModel split;
   if (original.config.is_mla() && !original.config.mla.split_kv_b) {
@@ -417,25 +449,8 @@ Status SaveGgufModel(const LoadedModel& original, const std::string& path) {
   }
 
   GgufWriter w;
-  std::map<DType, int64_t> elems;
-  for (const auto& [name, t] : model.tensors) {
-    if (t.shape.size() == 2) elems[t.dtype] += t.num_elements();
-  }
-  DType bulk = DType::kF32;
-  int64_t best = -1;
-  for (const auto& [d, n] : elems) {
-    if (n > best) {
-      best = n;
-      bulk = d;
-    }
-  }
-  uint32_t ftype = kFtypeAllF32;
-  switch (bulk) {
-    case DType::kF16: ftype = kFtypeMostlyF16; break;
-    case DType::kBF16: ftype = kFtypeMostlyBF16; break;
-    case DType::kQ8_0: ftype = kFtypeMostlyQ8_0; break;
-    default: break;
-  }
+  const uint32_t ftype =
+      options.file_type ? LlamaFtype(*options.file_type) : BulkFileType(model);
   w.Set("general.architecture", GgufValue::String(arch));
   w.Set("general.name", GgufValue::String(c.name));
   w.Set("general.file_type", GgufValue::U32(ftype));
@@ -512,12 +527,38 @@ Status SaveGgufModel(const LoadedModel& original, const std::string& path) {
     w.Set("tokenizer.chat_template", GgufValue::String(model.chat_template));
   }
 
-  // Tensors: llama.cpp names and order; Q/K rows permuted when the layouts differ.
+  // Tensors: llama.cpp names and order; Q/K rows permuted when the layouts differ; each in
+  // its type of options.file_type's mix when one is given.
   std::vector<Tensor> keep_alive;
   std::set<std::string> written;
+  const QuantMixModel mix_model = QuantMixModelFor(c);
+  std::unique_ptr<ThreadPool> pool;
+  int64_t convert_total_bytes = 0, convert_done_bytes = 0;
+  auto target_dtype = [&](const std::string& name, const Tensor& t) {
+    return options.file_type ? QuantMixDType(*options.file_type, mix_model, name, t.shape)
+                             : t.dtype;
+  };
+  if (options.file_type) {
+    for (const auto& [name, t] : model.tensors) {
+      if (target_dtype(name, t) != t.dtype) convert_total_bytes += t.num_bytes();
+    }
+  }
   auto add = [&](const std::string& name, const Tensor& t) -> Status {
     written.insert(name);
-    return w.AddTensor(name, t);
+    const DType dtype = target_dtype(name, t);
+    if (dtype == t.dtype) return w.AddTensor(name, t);
+    if (t.cols() % DTypeBlockElems(dtype) != 0) {
+      return InvalidArgumentError("tensor " + name + ": rows of " + std::to_string(t.cols()) +
+                                  " values cannot be stored as " + DTypeName(dtype));
+    }
+    if (pool == nullptr) {
+      pool = std::make_unique<ThreadPool>(
+          options.num_threads > 0 ? options.num_threads : ThreadPool::HardwareThreads());
+    }
+    keep_alive.push_back(ConvertRows(t, dtype, *pool));
+    convert_done_bytes += t.num_bytes();
+    if (options.progress) options.progress(convert_done_bytes, convert_total_bytes);
+    return w.AddTensor(name, keep_alive.back());
   };
   std::vector<std::string> order;
   for (const ExpectedTensor& e : ExpectedModelTensors(c)) order.push_back(e.name);

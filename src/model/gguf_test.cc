@@ -200,6 +200,16 @@ void CheckTensorRoundTrip(uint64_t alignment) {
       {"bf16.bias", DType::kBF16, {9}},
       {"q8.weight", DType::kQ8_0, {3, 64}},
       {"f32.4d", DType::kF32, {2, 1, 3, 2}},
+      // The 2- to 6-bit types: block bytes as they are (random bytes: any bits round-trip).
+      {"q4_0.weight", DType::kQ4_0, {3, 64}},
+      {"q4_1.weight", DType::kQ4_1, {2, 96}},
+      {"q5_0.weight", DType::kQ5_0, {5, 32}},
+      {"q5_1.weight", DType::kQ5_1, {1, 160}},
+      {"q2_k.weight", DType::kQ2_K, {3, 256}},
+      {"q3_k.weight", DType::kQ3_K, {2, 512}},
+      {"q4_k.experts", DType::kQ4_K, {2, 3, 256}},
+      {"q5_k.weight", DType::kQ5_K, {1, 768}},
+      {"q6_k.weight", DType::kQ6_K, {3, 256}},
   };
   std::vector<Tensor> originals;
   GgufWriter w;
@@ -307,21 +317,39 @@ std::string OneTensorFile(const std::string& name, uint32_t ggml_type, uint64_t 
 }
 
 TEST(GgufTest, RefusesUnsupportedTensorTypesByName) {
-  auto q4 = GgufFile::FromBytes(OneTensorFile("blk.3.attn_k.weight", 2, 64));
-  ASSERT_FALSE(q4.ok());
-  EXPECT_NE(q4.status().message().find("Q4_0"), std::string::npos) << q4.status().message();
-  EXPECT_NE(q4.status().message().find("blk.3.attn_k.weight"), std::string::npos);
-  auto q6k = GgufFile::FromBytes(OneTensorFile("output.weight", 14, 256));
-  ASSERT_FALSE(q6k.ok());
-  EXPECT_NE(q6k.status().message().find("Q6_K"), std::string::npos) << q6k.status().message();
+  const std::string loads =
+      "kvserve loads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K";
+  // ggml ids of types we refuse: Q8_1, Q8_K, the IQ types, TQ1_0/TQ2_0, the repacked
+  // Q4_0_4_4 ... and the removed Q4_2 / Q4_3.
+  const std::vector<std::pair<uint32_t, std::string>> refused = {
+      {9, "Q8_1"},    {15, "Q8_K"},  {16, "IQ2_XXS"}, {17, "IQ2_XS"}, {18, "IQ3_XXS"},
+      {19, "IQ1_S"},  {20, "IQ4_NL"}, {21, "IQ3_S"},  {22, "IQ2_S"},  {23, "IQ4_XS"},
+      {29, "IQ1_M"},  {31, "Q4_0_4_4"}, {34, "TQ1_0"}, {35, "TQ2_0"}, {4, "Q4_2"},
+      {5, "Q4_3"}};
+  for (const auto& [id, name] : refused) {
+    auto f = GgufFile::FromBytes(OneTensorFile("blk.3.attn_k.weight", id, 256));
+    ASSERT_FALSE(f.ok()) << name;
+    const std::string m = f.status().message();
+    EXPECT_NE(m.find("tensor type " + name + " (ggml type " + std::to_string(id) + ")"),
+              std::string::npos) << m;
+    EXPECT_NE(m.find("blk.3.attn_k.weight"), std::string::npos) << m;
+    EXPECT_NE(m.find(loads), std::string::npos) << m;
+  }
   auto unknown = GgufFile::FromBytes(OneTensorFile("w", 1234, 4));
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.status().message().find("1234"), std::string::npos);
-  // The four supported ids parse.
-  for (uint32_t id : {0u, 1u, 8u, 30u}) {
-    auto ok = GgufFile::FromBytes(OneTensorFile("w", id, 64));
+  EXPECT_NE(unknown.status().message().find(loads), std::string::npos);
+  // The supported ids parse (256 values: one block of every type).
+  for (uint32_t id : {0u, 1u, 2u, 3u, 6u, 7u, 8u, 10u, 11u, 12u, 13u, 14u, 30u}) {
+    auto ok = GgufFile::FromBytes(OneTensorFile("w", id, 256));
     EXPECT_TRUE(ok.ok()) << id << ": " << ok.status().ToString();
   }
+  // A k-quant row must be whole 256-value blocks.
+  auto q6k = GgufFile::FromBytes(OneTensorFile("output.weight", 14, 576));
+  ASSERT_FALSE(q6k.ok());
+  EXPECT_NE(q6k.status().message().find("576 is not a multiple of 256, the Q6_K block size"),
+            std::string::npos)
+      << q6k.status().message();
 }
 
 std::string AssetPath(const std::string& rel) { return std::string(KVSERVE_ASSETS_DIR) + "/" + rel; }

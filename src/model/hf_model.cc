@@ -74,6 +74,43 @@ std::string HfName(const std::string& gguf) {
   return gguf;
 }
 
+// A folder whose config.json has a quantization_config (also inside text_config), or whose
+// tensor names are those of packed quantised weights (*.qweight, *.qzeros, *.scales,
+// *.g_idx, *.weight_scale*, *.SCB), holds pre-quantised weights: refused, saying so.
+Status RefusePreQuantized(const std::string& dir, const std::vector<std::string>& names) {
+  StatusOr<json> config = ReadJsonFile(dir + "/config.json");
+  if (config.ok() && config->is_object()) {
+    const json* c = &*config;
+    bool quantized = c->contains("quantization_config");
+    if (c->contains("text_config") && (*c)["text_config"].is_object()) {
+      quantized = quantized || (*c)["text_config"].contains("quantization_config");
+    }
+    if (quantized) {
+      std::string method;
+      const json& q = c->contains("quantization_config") ? (*c)["quantization_config"]
+                                                          : (*c)["text_config"]["quantization_config"];
+      if (q.is_object() && q.contains("quant_method") && q["quant_method"].is_string()) {
+        method = " (" + q["quant_method"].get<std::string>() + ")";
+      }
+      return UnimplementedError("config.json has a quantization_config" + method + ": " +
+                                kPreQuantizedHfMessage);
+    }
+  }
+  for (const std::string& n : names) {
+    for (const char* suffix : {".qweight", ".qzeros", ".scales", ".g_idx", ".SCB"}) {
+      if (n.ends_with(suffix)) {
+        return UnimplementedError("tensor '" + n + "' is a packed quantised weight: " +
+                                  kPreQuantizedHfMessage);
+      }
+    }
+    if (n.find(".weight_scale") != std::string::npos) {
+      return UnimplementedError("tensor '" + n + "' is a quantised weight's scale: " +
+                                kPreQuantizedHfMessage);
+    }
+  }
+  return OkStatus();
+}
+
 // blk.N.ffn_{gate,up,down}_exps.weight: the layer's model.layers.N.mlp.experts.E.*_proj
 // tensors (one per routed expert, all of one dtype and shape) copied into one [E, rows, cols].
 StatusOr<Tensor> StackExperts(
@@ -208,6 +245,7 @@ StatusOr<ModelConfig> LoaderConfig(const ModelDescription& d) {
 
 StatusOr<LoadedModel> LoadHfModel(const std::string& dir, const LoadOptions& options) {
   auto fail = [&](const Status& s) { return s.WithContext("Hugging Face model '" + dir + "'"); };
+  if (Status s = RefusePreQuantized(dir, {}); !s.ok()) return fail(s);
   StatusOr<ModelDescription> description = ReadHfConfigFile(dir + "/config.json");
   if (!description.ok()) return fail(description.status());
   StatusOr<ModelConfig> config = LoaderConfig(*description);
@@ -232,6 +270,11 @@ StatusOr<LoadedModel> LoadHfModel(const std::string& dir, const LoadOptions& opt
     if (!index->contains("weight_map") || !(*index)["weight_map"].is_object()) {
       return fail(InvalidArgumentError("model.safetensors.index.json has no weight_map object"));
     }
+    std::vector<std::string> names;
+    for (auto it = (*index)["weight_map"].begin(); it != (*index)["weight_map"].end(); ++it) {
+      names.push_back(it.key());
+    }
+    if (Status s = RefusePreQuantized(dir, names); !s.ok()) return fail(s);
     for (auto it = (*index)["weight_map"].begin(); it != (*index)["weight_map"].end(); ++it) {
       if (!it.value().is_string()) {
         return fail(InvalidArgumentError("weight_map value for '" + it.key() +
@@ -256,6 +299,9 @@ StatusOr<LoadedModel> LoadHfModel(const std::string& dir, const LoadOptions& opt
         SafetensorsFile::Open(dir + "/model.safetensors");
     if (!opened.ok()) return fail(opened.status());
     std::shared_ptr<SafetensorsFile> f(std::move(*opened));
+    std::vector<std::string> names;
+    for (const auto& [name, info] : f->tensors()) names.push_back(name);
+    if (Status s = RefusePreQuantized(dir, names); !s.ok()) return fail(s);
     for (const auto& [name, info] : f->tensors()) by_tensor[name] = f;
   } else {
     return fail(NotFoundError(

@@ -36,8 +36,9 @@ std::string ShapeStr(const std::vector<int64_t>& shape) {
 
 bool IsFloatType(DType d) { return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16; }
 
-// Looks up `name` and checks its shape; `matrix` tensors may be any Matmul weight type (q8_0
-// needs rows that are whole blocks), vectors must be f32/f16/bf16.
+// Looks up `name` and checks its shape; `matrix` tensors may be any Matmul weight type (the
+// GGML block types q8_0, q4_0 ... q6_k need rows that are whole blocks), vectors must be
+// f32/f16/bf16.
 StatusOr<const Tensor*> Find(const LoadedModel& model, const std::string& name,
                              const std::vector<int64_t>& shape, bool matrix) {
   auto it = model.tensors.find(name);
@@ -50,8 +51,8 @@ StatusOr<const Tensor*> Find(const LoadedModel& model, const std::string& name,
     return InvalidArgumentError("tensor '" + name + "' has shape " + ShapeStr(t.shape) +
                                 " but the config implies " + ShapeStr(shape));
   }
-  bool dtype_ok = IsFloatType(t.dtype) ||
-                  (matrix && t.dtype == DType::kQ8_0 && t.cols() % kQ8_0BlockElems == 0);
+  bool dtype_ok = IsFloatType(t.dtype) || (matrix && IsGgmlBlockType(t.dtype) &&
+                                            t.cols() % DTypeBlockElems(t.dtype) == 0);
   if (!dtype_ok) {
     return InvalidArgumentError("tensor '" + name + "' has unsupported type " +
                                 std::string(DTypeName(t.dtype)) +

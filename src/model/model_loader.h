@@ -17,6 +17,7 @@
 
 #include "base/status.h"
 #include "model/model_config.h"
+#include "model/quant_mix.h"
 #include "tensor/tensor.h"
 #include "tokenizer/vocab_spec.h"
 
@@ -52,8 +53,20 @@ StatusOr<LoadedModel> LoadGgufModel(const std::string& path, const LoadOptions& 
 StatusOr<LoadedModel> LoadLlama2cModel(const std::string& path, const LoadOptions& options);
 StatusOr<LoadedModel> LoadHfModel(const std::string& dir, const LoadOptions& options);
 
+struct SaveGgufOptions {
+  // Writes every tensor in the type QuantMixDType gives it for this file type (dequantising
+  // and requantising rows where the stored type differs; tensors already in their type are
+  // written as they are) and sets general.file_type to it. Unset: tensors are written as
+  // they are, general.file_type from the type of the bulk of the matrices.
+  std::optional<QuantFileType> file_type;
+  int num_threads = 0;  // for requantising rows; 0: all hardware threads
+  // Called with (bytes done, bytes total) of the tensors being requantised.
+  std::function<void(int64_t, int64_t)> progress;
+};
+
 // Writes `model` (config, tokenizer and tensors) as a GGUF v3 file that llama.cpp-ecosystem
 // readers accept (general.architecture, <arch>.* hyper-parameters, tokenizer.ggml.*).
-Status SaveGgufModel(const LoadedModel& model, const std::string& path);
+Status SaveGgufModel(const LoadedModel& model, const std::string& path,
+                     const SaveGgufOptions& options = {});
 
 }  // namespace kvserve

@@ -23,16 +23,20 @@ StatusOr<const Tensor*> FindShapedTensor(const LoadedModel& model, const std::st
     return InvalidArgumentError("tensor '" + name + "' has shape " + it->second.ShapeString() +
                                 ", expected " + want.ShapeString());
   }
-  if (it->second.dtype == DType::kQ8_0 && shape.back() % kQ8_0BlockElems != 0) {
-    return InvalidArgumentError("tensor '" + name + "': q8_0 rows must be whole blocks");
+  const DType dtype = it->second.dtype;
+  if (shape.back() % DTypeBlockElems(dtype) != 0) {
+    return InvalidArgumentError("tensor '" + name + "': " + DTypeName(dtype) + " rows of " +
+                                std::to_string(shape.back()) + " values are not whole " +
+                                std::to_string(DTypeBlockElems(dtype)) + "-value blocks");
   }
   return &it->second;
 }
 
 namespace {
 
+// f32, f16, bf16 and the GGML block types (q8_0, q4_0 ... q6_k).
 bool IsWeightDType(DType d) {
-  return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16 || d == DType::kQ8_0;
+  return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16 || IsGgmlBlockType(d);
 }
 
 }  // namespace

@@ -28,12 +28,13 @@ struct ExpectedTensor {
 std::vector<ExpectedTensor> ExpectedModelTensors(const ModelConfig& config);
 
 // Fills `out` with every tensor `config` needs, obtained from `lookup`, after checking its
-// shape and dtype (f32, f16, bf16, q8_0); norms and biases are converted to f32 (a small copy).
+// shape and dtype (f32, f16, bf16, or a GGML block type: q8_0, q4_0 ... q6_k, matrices only);
+// norms and biases are converted to f32 (a small copy).
 Status CollectModelTensors(const ModelConfig& config,
                            const std::function<StatusOr<Tensor>(const std::string&)>& lookup,
                            std::map<std::string, Tensor>* out);
 
-// The named tensor of `model` with exactly `shape` (q8_0 rows must be whole blocks); NotFound
+// The named tensor of `model` with exactly `shape` (block-type rows must be whole blocks); NotFound
 // or InvalidArgument naming it otherwise. The pointer stays valid while the model lives.
 StatusOr<const Tensor*> FindShapedTensor(const LoadedModel& model, const std::string& name,
                                          const std::vector<int64_t>& shape);

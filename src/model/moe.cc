@@ -117,8 +117,9 @@ Status MoeLayer::Load(const ModelConfig& c, LoadedModel& model, int64_t layer,
   KV_ASSIGN_OR_RETURN(const Tensor* up, FindShapedTensor(model, p + "ffn_up_exps.weight", {E, F, D}));
   KV_ASSIGN_OR_RETURN(const Tensor* down, FindShapedTensor(model, p + "ffn_down_exps.weight", {E, D, F}));
   for (const Tensor* t : {gate, up, down}) {
-    if (t->dtype == DType::kQ8_0 && t->shape[2] % kQ8_0BlockElems != 0) {
-      return InvalidArgumentError("expert tensor rows must be whole q8_0 blocks");
+    if (t->shape[2] % DTypeBlockElems(t->dtype) != 0) {
+      return InvalidArgumentError(std::string("expert tensor rows must be whole ") +
+                                  DTypeName(t->dtype) + " blocks");
     }
   }
   gate_ = ExpertSlices(*gate);

@@ -21,8 +21,14 @@ StatusOr<DType> ParseSafetensorsDType(const std::string& name, const std::string
   if (name == "F32") return DType::kF32;
   if (name == "F16") return DType::kF16;
   if (name == "BF16") return DType::kBF16;
-  return InvalidArgumentError("tensor '" + tensor + "' has unsupported safetensors dtype '" +
-                              name + "' (supported: F32, F16, BF16)");
+  std::string message = "tensor '" + tensor + "' has unsupported safetensors dtype '" + name +
+                        "' (supported: F32, F16, BF16)";
+  // Integer and 8-bit float tensors are what GPTQ, AWQ, bitsandbytes and FP8 checkpoints
+  // store their packed weights, scales and zero points in.
+  if (name.starts_with("I") || name.starts_with("U") || name.starts_with("F8")) {
+    message += "; " + std::string(kPreQuantizedHfMessage);
+  }
+  return InvalidArgumentError(message);
 }
 
 const char* SafetensorsDTypeName(DType dtype) {

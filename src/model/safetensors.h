@@ -22,6 +22,12 @@
 
 namespace kvserve {
 
+// The end of the errors for Hugging Face folders whose weights are already quantised.
+inline constexpr char kPreQuantizedHfMessage[] =
+    "pre-quantised Hugging Face weights (GPTQ, AWQ, bitsandbytes, FP8 ...) are out of scope: "
+    "use a GGUF file, or convert an unquantised (f32, f16 or bf16) folder with "
+    "`kvserve convert --dtype q4_k_m`";
+
 struct SafetensorsTensorInfo {
   std::string name;
   DType dtype = DType::kF32;

@@ -136,7 +136,7 @@ bool IsWordish(const std::string& bytes) {
 }  // namespace
 
 std::vector<std::string> SyntheticPresetNames() {
-  return {"tiny",           "smollm2-135m",     "qwen2.5-0.5b",    "llama-3.2-1b",
+  return {"tiny",           "tiny-k",           "smollm2-135m",    "qwen2.5-0.5b",    "llama-3.2-1b",
           "deepseek-v2-tiny", "deepseek-v3-tiny", "deepseek-v2-lite"};
 }
 
@@ -147,6 +147,20 @@ StatusOr<ModelConfig> SyntheticPresetConfig(const std::string& preset) {
     c.vocab_size = 512;
     c.hidden_dim = 128;
     c.ffn_dim = 352;
+    c.num_layers = 4;
+    c.num_heads = 4;
+    c.num_kv_heads = 2;
+    c.max_seq_len = 2048;
+    c.rope.theta = 10000.0f;
+    c.norm_eps = 1e-5f;
+    c.tied_embeddings = false;
+  } else if (preset == "tiny-k") {
+    // tiny with every matrix row a multiple of 256, so each k-quant type is used as named (in
+    // tiny, rows of 128 and 352 make the k-quant mixes fall back to 32-value types).
+    c = BaseConfig("tiny-k", "llama");
+    c.vocab_size = 512;
+    c.hidden_dim = 256;
+    c.ffn_dim = 768;
     c.num_layers = 4;
     c.num_heads = 4;
     c.num_kv_heads = 2;
@@ -403,13 +417,15 @@ StatusOr<VocabSpec> MakeSyntheticVocab(int64_t vocab_size, uint64_t seed) {
 
 bool IsSyntheticWeightDType(DType dtype) {
   return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16 ||
-         dtype == DType::kQ8_0;
+         IsGgmlBlockType(dtype);
 }
 
 StatusOr<DType> ParseSyntheticWeightDType(const std::string& name) {
   const std::optional<DType> dtype = ParseDType(name);
   if (!dtype.has_value() || !IsSyntheticWeightDType(*dtype)) {
-    return InvalidArgumentError("--dtype must be f32, f16, bf16 or q8_0, got '" + name + "'");
+    return InvalidArgumentError(
+        "--dtype must be f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, "
+        "q5_k or q6_k, got '" + name + "'");
   }
   return *dtype;
 }
@@ -418,10 +434,12 @@ StatusOr<LoadedModel> MakeSyntheticModel(const SyntheticModelOptions& options,
                                          const std::function<void(int64_t, int64_t)>& progress) {
   KV_ASSIGN_OR_RETURN(ModelConfig config, SyntheticPresetConfig(options.preset));
   const DType wtype = options.dtype;
-  if (!IsSyntheticWeightDType(wtype)) {
-    return InvalidArgumentError(std::string("synthetic models support f32, f16, bf16 and q8_0 "
-                                            "weights, not ") + DTypeName(wtype));
+  if (!options.file_type && !IsSyntheticWeightDType(wtype)) {
+    return InvalidArgumentError(std::string("synthetic models support f32, f16, bf16, q8_0 and "
+                                            "q4_0 ... q6_k weights, not ") + DTypeName(wtype));
   }
+  const std::string type_name =
+      options.file_type ? QuantFileTypeName(*options.file_type) : DTypeName(wtype);
   LoadedModel model;
   if (options.vocab.has_value()) {
     if (options.vocab->tokens.empty()) {
@@ -447,9 +465,15 @@ StatusOr<LoadedModel> MakeSyntheticModel(const SyntheticModelOptions& options,
     int kind = !e.vector ? 0 : (e.name.find(".bias") != std::string::npos ? 2 : 1);
     specs.push_back({e.name, e.shape, kind});
   }
+  const QuantMixModel mix_model = QuantMixModelFor(config);
+  auto dtype_of = [&](const Spec& s) {
+    if (s.kind != 0) return DType::kF32;
+    return options.file_type ? QuantMixDType(*options.file_type, mix_model, s.name, s.shape)
+                             : wtype;
+  };
   int64_t total_bytes = 0;
   for (const Spec& s : specs) {
-    DType dt = s.kind == 0 ? wtype : DType::kF32;
+    DType dt = dtype_of(s);
     if (s.shape.back() % DTypeBlockElems(dt) != 0) {
       return InvalidArgumentError("tensor " + s.name + " has rows of " +
                                   std::to_string(s.shape.back()) + " values, not a multiple of " +
@@ -461,7 +485,7 @@ StatusOr<LoadedModel> MakeSyntheticModel(const SyntheticModelOptions& options,
     total_bytes += DTypeRowBytes(dt, s.shape.back()) * rows;
   }
   if (const int64_t available = AvailableMemoryBytes(); available > 0 && total_bytes > available) {
-    return ResourceExhaustedError("the " + options.preset + " preset in " + DTypeName(wtype) +
+    return ResourceExhaustedError("the " + options.preset + " preset in " + type_name +
                                   " needs " + FormatBytesDecimalAndBinary(
                                                   static_cast<double>(total_bytes)) +
                                   " of memory; this machine has " +
@@ -471,11 +495,12 @@ StatusOr<LoadedModel> MakeSyntheticModel(const SyntheticModelOptions& options,
 
   // Uniform in [-a, a) has std a / sqrt(3): a = 0.02 * sqrt(3) gives std 0.02.
   const float amp = 0.02f * std::sqrt(3.0f);
-  ThreadPool pool(std::clamp(ThreadPool::HardwareThreads(), 1, 16));
+  ThreadPool pool(options.num_threads > 0 ? options.num_threads
+                                          : std::clamp(ThreadPool::HardwareThreads(), 1, 16));
   const uint64_t seed = SplitMix64(options.seed);
   int64_t done_bytes = 0;
   for (const Spec& s : specs) {
-    DType dt = s.kind == 0 ? wtype : DType::kF32;
+    DType dt = dtype_of(s);
     Tensor t = AllocateUninitialized(dt, s.shape);
     if (s.kind == 1) {
       float* w = static_cast<float*>(t.mutable_data());

@@ -11,6 +11,7 @@
 #include "base/status.h"
 #include "model/model_config.h"
 #include "model/model_loader.h"
+#include "model/quant_mix.h"
 #include "tensor/dtype.h"
 #include "tokenizer/vocab_spec.h"
 
@@ -18,12 +19,18 @@ namespace kvserve {
 
 struct SyntheticModelOptions {
   std::string preset = "tiny";
-  DType dtype = DType::kF32;  // f32, f16, bf16 or q8_0 for the weight matrices
+  // One type for every weight matrix (IsSyntheticWeightDType) ...
+  DType dtype = DType::kF32;
   uint64_t seed = 0;
   std::optional<VocabSpec> vocab = std::nullopt;  // replaces the synthetic vocabulary and size
+  // ... or, when set, each tensor in the type QuantMixDType gives it for this file type (as
+  // llama.cpp's quantiser mixes q4_k_m); `dtype` is then ignored.
+  std::optional<QuantFileType> file_type = std::nullopt;
+  int num_threads = 0;  // rows are generated and quantised in parallel; 0: up to 16
 };
 
-// The weight types synthetic models are made in: f32, f16, bf16 and q8_0.
+// The weight types synthetic models are made in: f32, f16, bf16 and the GGML block types
+// (q8_0, q4_0 ... q6_k).
 bool IsSyntheticWeightDType(DType dtype);
 // `kvserve mkmodel --dtype`: one of those names, else InvalidArgument naming the flag.
 StatusOr<DType> ParseSyntheticWeightDType(const std::string& name);
@@ -36,7 +43,8 @@ std::vector<std::string> SyntheticPresetNames();
 StatusOr<ModelConfig> SyntheticPresetConfig(const std::string& preset);
 
 // Random-weight model of the preset's shape, deterministic in `seed` (independent of the
-// thread count). Matrices use `options.dtype`; norms stay f32 (as llama.cpp does), Qwen2
+// thread count). Matrices use `options.dtype` (or options.file_type's mix); norms stay f32
+// (as llama.cpp does), Qwen2
 // biases too. Values are uniform with std 0.02 (norm weights 1.0), so activations stay finite
 // through all layers. Each row is generated and converted directly into the target storage:
 // no full f32 copy of a big tensor exists when the target dtype is smaller.

@@ -45,8 +45,9 @@ TEST(SyntheticTest, UnknownPresetListsNames) {
   }
 }
 
-TEST(SyntheticTest, WeightDTypesAreF32F16Bf16AndQ8) {
-  for (const char* name : {"f32", "f16", "bf16", "q8_0"}) {
+TEST(SyntheticTest, WeightDTypesAreF32F16Bf16AndGgmlBlockTypes) {
+  for (const char* name : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k",
+                           "q3_k", "q4_k", "q5_k", "q6_k"}) {
     auto d = ParseSyntheticWeightDType(name);
     ASSERT_TRUE(d.ok()) << name;
     EXPECT_EQ(DTypeName(*d), std::string(name));
@@ -57,7 +58,8 @@ TEST(SyntheticTest, WeightDTypesAreF32F16Bf16AndQ8) {
     ASSERT_FALSE(d.ok()) << name;
     EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(d.status().message(),
-              std::string("--dtype must be f32, f16, bf16 or q8_0, got '") + name + "'");
+              std::string("--dtype must be f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, "
+                          "q3_k, q4_k, q5_k or q6_k, got '") + name + "'");
   }
   auto m = MakeSyntheticModel({.preset = "tiny", .dtype = DType::kI8});
   ASSERT_FALSE(m.ok());

@@ -25,6 +25,14 @@ std::string Bytes(int64_t bytes) { return FormatBytesDecimalAndBinary(static_cas
 
 int64_t SafeDiv(int64_t a, int64_t b) { return b <= 0 ? 0 : a / b; }
 
+// {"q4_k": bytes, "q6_k": bytes, ...} largest first, or null when the files do not say.
+nlohmann::ordered_json WeightBytesByTypeJson(const PlanModel& m) {
+  if (m.weight_bytes_by_type.empty()) return nullptr;
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const auto& [dtype, bytes] : m.weight_bytes_by_type) out[DTypeName(dtype)] = bytes;
+  return out;
+}
+
 // a * b, or an error naming `what` when it does not fit in int64.
 StatusOr<int64_t> CheckedMul(int64_t a, int64_t b, const char* what) {
   int64_t p;
@@ -88,13 +96,17 @@ std::string BytesPerTokenFormula(const KvCacheSpec& s) {
 }
 
 
-// Weight dtypes --weights-dtype accepts: the KV dtypes (and their aliases) plus q8_0.
+// Weight dtypes --weights-dtype accepts: the KV dtypes (and their aliases) plus the GGML
+// block types (q8_0, q4_0 ... q6_k: every parameter at that type's bits).
 StatusOr<DType> ParseWeightsDtype(const std::string& name) {
-  if (name == "q8_0") return DType::kQ8_0;
+  if (std::optional<DType> block = ParseDType(name); block && IsGgmlBlockType(*block)) {
+    return *block;
+  }
   StatusOr<DType> d = ParseKvCacheDtype(name, DType::kBF16);
   if (!d.ok() || name == "auto") {
     return InvalidArgumentError("unknown --weights-dtype '" + name +
-                                "' (f32, f16, bf16, fp8, fp8_e4m3, fp8_e5m2, int8, q8_0)");
+                                "' (f32, f16, bf16, fp8, fp8_e4m3, fp8_e5m2, int8, q8_0, q4_0, "
+                                "q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k)");
   }
   return *d;
 }
@@ -376,6 +388,7 @@ std::string FormatPlanJson(const PlanResult& p) {
       {"num_parameters", m.num_parameters > 0 ? ojson(m.num_parameters) : ojson(nullptr)},
       {"weight_bytes", m.weight_bytes > 0 ? ojson(m.weight_bytes) : ojson(nullptr)},
       {"weights", m.weights_note},
+      {"weight_bytes_by_type", WeightBytesByTypeJson(m)},
       {"parameters_estimated", m.parameters_estimated},
       {"weights_estimated", m.weights_estimated},
   };

@@ -15,6 +15,7 @@
 #include "model/model_config.h"
 #include "model/model_loader.h"
 #include "model/synthetic.h"
+#include "model/weight_bytes.h"
 
 namespace kvserve::plan {
 namespace {
@@ -87,6 +88,19 @@ StatusOr<PlanModel> FromHfDescription(const StatusOr<ModelDescription>& describe
   return m;
 }
 
+// "GGUF tensors, mostly q8_0" for one type (or none); with several, each type's bytes:
+// "GGUF tensors, mostly q4_k (q4_k 62.0 MiB, q6_k 25.3 MiB, q5_0 14.1 MiB, f32 0.2 MiB)".
+std::string WeightsNote(const std::string& what, const WeightBytesByType& tally) {
+  if (tally.by_type.empty()) return "no tensors in the " + what;
+  std::string note = what + ", mostly " + tally.main_type();
+  if (tally.by_type.size() == 1) return note;
+  for (size_t i = 0; i < tally.by_type.size(); ++i) {
+    note += (i == 0 ? " (" : ", ") + std::string(DTypeName(tally.by_type[i].first)) + " " +
+            FormatWeightBytes(tally.by_type[i].second);
+  }
+  return note + ")";
+}
+
 // GGUF: the description from its metadata; weights from its tensor infos (no data is read).
 StatusOr<PlanModel> PlanModelFromGguf(const std::string& path) {
   auto fail = [&](const Status& s) { return s.WithContext("GGUF '" + path + "'"); };
@@ -98,26 +112,18 @@ StatusOr<PlanModel> PlanModelFromGguf(const std::string& path) {
   // llama.cpp's default KV cache type (--cache-type-k/v f16), whatever the weights.
   PlanModel m = PlanModelFromDescription(*d, d->config.name, "GGUF " + path, DType::kF16);
   m.auto_dtype_reason = "llama.cpp's default for GGUF models";
-  // Weights: the tensors as stored; the note names the most common type by bytes.
+  // Weights: the tensors as stored, by type (a q4_k_m file mixes q4_k, q6_k, ...).
   __int128 params = 0;
-  int64_t bytes = 0;
-  std::map<std::string, int64_t> bytes_by_type;
   for (const GgufTensorInfo& t : file.tensors()) {
     __int128 n = 1;
     for (int64_t dim : t.shape) n *= dim;
     params += n;
-    bytes += static_cast<int64_t>(t.num_bytes);
-    bytes_by_type[DTypeName(t.dtype)] += static_cast<int64_t>(t.num_bytes);
   }
   m.num_parameters = ToParams(params);
-  m.weight_bytes = bytes;
-  std::string main_type;
-  int64_t main_bytes = -1;
-  for (const auto& [type, b] : bytes_by_type) {
-    if (b > main_bytes) main_type = type, main_bytes = b;
-  }
-  m.weights_note =
-      main_type.empty() ? "no tensors in the GGUF" : "GGUF tensors, mostly " + main_type;
+  const WeightBytesByType tally = TallyWeightBytes(file.tensors());
+  m.weight_bytes = tally.total_bytes;
+  m.weight_bytes_by_type = tally.by_type;
+  m.weights_note = WeightsNote("GGUF tensors", tally);
   return m;
 }
 
@@ -128,7 +134,9 @@ StatusOr<PlanModel> PlanModelFromLoader(const std::string& path) {
   d.config = loaded.config;
   PlanModel m = PlanModelFromDescription(d, d.config.name, loaded.format + " " + path,
                                          DType::kF32);
-  m.weight_bytes = loaded.WeightBytes();
+  const WeightBytesByType tally = TallyWeightBytes(loaded.tensors);
+  m.weight_bytes = tally.total_bytes;
+  m.weight_bytes_by_type = tally.by_type;
   m.weights_note = loaded.WeightTypeSummary() + " (" + loaded.format + " file)";
   return m;
 }

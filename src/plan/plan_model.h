@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -41,6 +42,9 @@ struct PlanModel {
   // `dtype`. weights_note says which ("bf16", "q8_0/f32 GGUF tensors", "safetensors files").
   int64_t weight_bytes = 0;
   std::string weights_note;
+  // The stored bytes by weight type, largest first, when the files say (GGUF tensors, a
+  // loaded checkpoint); empty otherwise. Sums to weight_bytes.
+  std::vector<std::pair<DType, int64_t>> weight_bytes_by_type;
   bool parameters_estimated = false;  // num_parameters from the config's shapes
   bool weights_estimated = false;     // weight_bytes from num_parameters, not from files
 };

@@ -558,6 +558,34 @@ TEST(PlanModelTest, GgufMetadataGivesTheGeometry) {
   EXPECT_EQ(m->num_parameters, c.NumParameters());
   EXPECT_EQ(m->weight_bytes, tiny->WeightBytes());
   EXPECT_EQ(m->dtype, DType::kF16) << "auto = llama.cpp's f16 cache";
+  EXPECT_EQ(m->weights_note, "GGUF tensors, mostly f32");
+}
+
+// A q4_k_m file (tiny: q5_0 and q8_0 fallbacks, f32 norms) reports its real bytes by type.
+TEST(PlanModelTest, GgufMixedTypesReportBytesByType) {
+  ScratchDir dir;
+  SyntheticModelOptions so;
+  so.preset = "tiny";
+  so.file_type = QuantFileType::kQ4_K_M;
+  StatusOr<LoadedModel> tiny = MakeSyntheticModel(so);
+  ASSERT_TRUE(tiny.ok()) << tiny.status().message();
+  SaveGgufOptions save;
+  save.file_type = QuantFileType::kQ4_K_M;
+  ASSERT_TRUE(SaveGgufModel(*tiny, dir.file("tiny.gguf"), save).ok());
+  StatusOr<PlanModel> m = LoadPlanModel(dir.file("tiny.gguf"));
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->weight_bytes, tiny->WeightBytes());
+  ASSERT_EQ(m->weight_bytes_by_type.size(), 3u);
+  EXPECT_EQ(m->weight_bytes_by_type[0].first, DType::kQ5_0);
+  EXPECT_EQ(m->weight_bytes_by_type[1].first, DType::kQ8_0);
+  EXPECT_EQ(m->weight_bytes_by_type[2].first, DType::kF32);
+  EXPECT_EQ(m->weight_bytes_by_type[0].second + m->weight_bytes_by_type[1].second +
+                m->weight_bytes_by_type[2].second,
+            m->weight_bytes);
+  EXPECT_EQ(m->weights_note.rfind("GGUF tensors, mostly q5_0 (q5_0 ", 0), 0u) << m->weights_note;
+  const nlohmann::json j = nlohmann::json::parse(FormatPlanJson(Plan(*m, Options(1000, "f16"))));
+  EXPECT_EQ(j["model"]["weight_bytes_by_type"]["q5_0"], m->weight_bytes_by_type[0].second);
+  EXPECT_EQ(j["model"]["weight_bytes_by_type"]["f32"], m->weight_bytes_by_type[2].second);
 }
 
 TEST(PlanModelTest, GgufDeepSeek2IsMla) {

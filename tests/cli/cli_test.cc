@@ -361,5 +361,68 @@ TEST(KvserveCliTest, MkmodelThenGenerate) {
   EXPECT_EQ(r.out, want + "\n");
 }
 
+// mkmodel --dtype q4_k_m writes llama.cpp's mix (tiny: rows of 128/352 values, so q5_0 and
+// q8_0 fallbacks); the banner, generate's JSON, plan and convert report the real bytes by type.
+TEST(KvserveCliTest, MkmodelQ4KMixThenBannerPlanAndConvert) {
+  TempDir tmp;
+  const std::string out = tmp.file("tiny-q4_k_m.gguf");
+  Ran r = RunKv({"mkmodel", "--preset", "tiny", "--dtype", "q4_k_m", "--seed", "5", "--threads",
+                 "2", "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("tiny q4_k_m"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(q5_0 "), std::string::npos) << r.err;
+  r = RunKv({"generate", "--model", out, "--prompt", "hello world", "-n", "4", "--ignore-eos",
+             "--seed", "1", "--threads", "1", "--output-format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The banner: "weights 0.3 MiB (q5_0 ..., q8_0 ..., f32 ...)".
+  EXPECT_NE(r.err.find("weights "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(q5_0 "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(", q8_0 "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(", f32 "), std::string::npos) << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["num_output_tokens"], 4);
+  const json& by_type = j["weight_bytes_by_type"];
+  ASSERT_TRUE(by_type.is_object()) << r.out;
+  EXPECT_EQ(by_type["q5_0"].get<int64_t>() + by_type["q8_0"].get<int64_t>() +
+                by_type["f32"].get<int64_t>(),
+            j["weight_bytes"].get<int64_t>());
+
+  r = RunKv({"plan", "-m", out, "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json plan = json::parse(r.out);
+  const json& model = plan["model"];
+  ASSERT_TRUE(model["weight_bytes_by_type"].is_object()) << r.out;
+  EXPECT_EQ(model["weight_bytes_by_type"]["q5_0"], by_type["q5_0"]);
+  EXPECT_NE(model["weights"].get<std::string>().find("mostly q5_0 (q5_0 "), std::string::npos)
+      << model["weights"];
+
+  const std::string q40 = tmp.file("tiny-q4_0.gguf");
+  r = RunKv({"convert", "--model", out, "--dtype", "q4_0", "-o", q40});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("q4_0, weights "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(q4_0 "), std::string::npos) << r.err;
+  r = RunKv({"generate", "--model", q40, "--prompt-ids", "5 6 7", "-n", "2", "--ignore-eos",
+             "--threads", "1"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST(KvserveCliTest, DtypeNamesInHelpAndErrors) {
+  for (const char* sub : {"mkmodel", "convert"}) {
+    Ran h = RunKv({sub, "--help"});
+    ASSERT_EQ(h.exit_code, 0) << h.err;
+    for (const char* name : {"q4_0", "q5_1", "q2_k", "q3_k_l", "q4_k_m", "q5_k_s", "q6_k"}) {
+      EXPECT_NE(h.out.find(name), std::string::npos) << sub << " --help lacks " << name;
+    }
+  }
+  TempDir tmp;
+  Ran r = RunKv({"mkmodel", "--preset", "tiny", "--dtype", "iq2_xxs", "-o", tmp.file("x.gguf")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--dtype must be one of f32, f16, bf16, q8_0, q4_0"), std::string::npos)
+      << r.err;
+  r = RunKv({"convert", "--model", "/nonexistent", "--dtype", "q7_k", "-o", tmp.file("y.gguf")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("'q7_k'"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace kvserve::cli
