@@ -3,7 +3,11 @@
 // on the same rows, both decoded with kvserve's DequantizeRow: relative RMS error
 // sqrt(sum (x - q)^2 / sum x^2) per type and distribution, and quantisation speed (one thread).
 //
-// Usage: build/bench/quant_error [LIBGGML_BASE_SO]   (default: the node-llama-cpp copy)
+// Usage: build/bench/quant_error [--model PATH] [LIBGGML_BASE_SO]
+//   (default library: the node-llama-cpp copy). Rows: Gaussian, Gaussian with 1% outliers x10
+//   and Student-t(3) values, 128 x 2048 each; with --model, also the model's own 2-D weights
+//   (every matrix, flattened and cut into rows of 2048: real trained weights, whatever the
+//   model's row lengths, so the k-quants can be measured on a model with short rows).
 // Prints a markdown table. Without the library it prints kvserve's column alone.
 #include <dlfcn.h>
 
@@ -14,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "model/model_loader.h"
 #include "tensor/dtype.h"
 
 using namespace kvserve;
@@ -44,6 +49,26 @@ double RelativeRms(const std::vector<float>& x, const std::vector<float>& y) {
   return std::sqrt(err / ref);
 }
 
+// Every 2-D weight of the model at `path` as float, cut to a multiple of `cols`.
+std::vector<float> ModelRows(const std::string& path, int64_t cols) {
+  StatusOr<LoadedModel> model = LoadModel(path);
+  if (!model.ok()) {
+    std::fprintf(stderr, "quant_error: %s\n", model.status().ToString().c_str());
+    std::exit(1);
+  }
+  std::vector<float> x;
+  for (const auto& [name, t] : model->tensors) {
+    if (t.shape.size() != 2) continue;
+    std::vector<float> row(t.cols());
+    for (int64_t r = 0; r < t.rows(); ++r) {
+      DequantizeRow(t.dtype, t.row(r), row.data(), t.cols());
+      x.insert(x.end(), row.begin(), row.end());
+    }
+  }
+  x.resize(x.size() / cols * cols);
+  return x;
+}
+
 std::vector<float> MakeRows(int kind, size_t n) {
   std::mt19937 rng(42 + kind);
   std::normal_distribution<float> normal(0.0f, 0.02f);
@@ -59,9 +84,17 @@ std::vector<float> MakeRows(int kind, size_t n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string lib_path = argc > 1 ? argv[1]
-                                   : "tests/llamacpp/node_modules/@node-llama-cpp/linux-x64/"
-                                     "bins/linux-x64/libggml-base.so";
+  std::string lib_path =
+      "tests/llamacpp/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-base.so";
+  std::string model_path;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--model" && i + 1 < argc) {
+      model_path = argv[++i];
+    } else {
+      lib_path = a;
+    }
+  }
   QuantizeChunkFn quantize_chunk = nullptr;
   QuantizeInitFn quantize_init = nullptr;
   if (void* lib = dlopen(lib_path.c_str(), RTLD_NOW)) {
@@ -72,13 +105,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "quant_error: llama.cpp's ggml_quantize_chunk not found in %s; "
                          "kvserve alone\n", lib_path.c_str());
   }
-  const int64_t cols = 2048, rows = 128;
-  const size_t n = static_cast<size_t>(cols * rows);
-  const char* kKinds[] = {"gaussian", "gaussian + 1% outliers x10", "student-t(3)"};
+  const int64_t cols = 2048;
+  const char* kKinds[] = {"gaussian", "gaussian + 1% outliers x10", "student-t(3)", nullptr};
+  std::vector<float> model_rows;
+  if (!model_path.empty()) {
+    model_rows = ModelRows(model_path, cols);
+    kKinds[3] = "the model's weights";
+  }
   std::printf("| rows | type | kvserve rel. RMS | llama.cpp rel. RMS | ratio | kvserve M weights/s "
               "| llama.cpp M weights/s |\n|---|---|---:|---:|---:|---:|---:|\n");
-  for (int kind = 0; kind < 3; ++kind) {
-    const std::vector<float> x = MakeRows(kind, n);
+  for (int kind = 0; kind < 4 && kKinds[kind] != nullptr; ++kind) {
+    const std::vector<float> x = kind == 3 ? model_rows : MakeRows(kind, 128 * cols);
+    const size_t n = x.size();
+    const int64_t rows = static_cast<int64_t>(n) / cols;
     for (const TypeId& t : kTypes) {
       const int64_t row_bytes = DTypeRowBytes(t.dtype, cols);
       std::vector<uint8_t> ours(row_bytes * rows), theirs(ours.size());
