@@ -142,8 +142,8 @@ std::vector<std::string> SyntheticPresetNames() {
 
 StatusOr<ModelConfig> SyntheticPresetConfig(const std::string& preset) {
   ModelConfig c;
-  if (preset == "tiny") {
-    c = BaseConfig("tiny", "llama");
+  if (preset == "tiny" || preset == "tiny-k") {
+    c = BaseConfig(preset, "llama");
     c.vocab_size = 512;
     c.hidden_dim = 128;
     c.ffn_dim = 352;
@@ -154,20 +154,12 @@ StatusOr<ModelConfig> SyntheticPresetConfig(const std::string& preset) {
     c.rope.theta = 10000.0f;
     c.norm_eps = 1e-5f;
     c.tied_embeddings = false;
-  } else if (preset == "tiny-k") {
-    // tiny with every matrix row a multiple of 256, so each k-quant type is used as named (in
-    // tiny, rows of 128 and 352 make the k-quant mixes fall back to 32-value types).
-    c = BaseConfig("tiny-k", "llama");
-    c.vocab_size = 512;
-    c.hidden_dim = 256;
-    c.ffn_dim = 768;
-    c.num_layers = 4;
-    c.num_heads = 4;
-    c.num_kv_heads = 2;
-    c.max_seq_len = 2048;
-    c.rope.theta = 10000.0f;
-    c.norm_eps = 1e-5f;
-    c.tied_embeddings = false;
+    if (preset == "tiny-k") {
+      // Every matrix row a multiple of 256, so each k-quant type is used as named (tiny's rows
+      // of 128 and 352 make the k-quant mixes fall back to 32-value types).
+      c.hidden_dim = 256;
+      c.ffn_dim = 768;
+    }
   } else if (preset == "smollm2-135m") {  // HuggingFaceTB/SmolLM2-135M config.json
     c = BaseConfig("SmolLM2-135M", "llama");
     c.vocab_size = 49152;

@@ -95,7 +95,11 @@ void DequantizeQ3_K(const BlockQ3_K* x, float* y, int64_t num_blocks) {
   }
 }
 
-void DequantizeQ4_K(const BlockQ4_K* x, float* y, int64_t num_blocks) {
+namespace {
+// Q4_K and Q5_K: 8 sub-blocks of 32 with 6-bit scales and mins; `high_bit(b, s, l)` is the
+// fifth bit of value 32 * s + l of block b (0 for Q4_K).
+template <class Block, class HighBit>
+void DequantizeK4Family(const Block* x, float* y, int64_t num_blocks, HighBit high_bit) {
   for (int64_t b = 0; b < num_blocks; ++b, y += kQKK) {
     const float d = Fp16ToFp32(x[b].d);
     const float dmin = Fp16ToFp32(x[b].dmin);
@@ -107,29 +111,21 @@ void DequantizeQ4_K(const BlockQ4_K* x, float* y, int64_t num_blocks) {
       const uint8_t* q = x[b].qs + 32 * (s / 2);
       const int shift = 4 * (s % 2);
       for (int l = 0; l < 32; ++l) {
-        y[32 * s + l] = scale * static_cast<float>((q[l] >> shift) & 0x0f) - min;
-      }
-    }
-  }
-}
-
-void DequantizeQ5_K(const BlockQ5_K* x, float* y, int64_t num_blocks) {
-  for (int64_t b = 0; b < num_blocks; ++b, y += kQKK) {
-    const float d = Fp16ToFp32(x[b].d);
-    const float dmin = Fp16ToFp32(x[b].dmin);
-    for (int s = 0; s < 8; ++s) {
-      uint8_t sc, mn;
-      UnpackScaleMinK4(s, x[b].scales, &sc, &mn);
-      const float scale = d * static_cast<float>(sc);
-      const float min = dmin * static_cast<float>(mn);
-      const uint8_t* q = x[b].qs + 32 * (s / 2);
-      const int shift = 4 * (s % 2);
-      for (int l = 0; l < 32; ++l) {
-        const int v = ((q[l] >> shift) & 0x0f) | (((x[b].qh[l] >> s) & 1) << 4);
+        const int v = ((q[l] >> shift) & 0x0f) | (high_bit(x[b], s, l) << 4);
         y[32 * s + l] = scale * static_cast<float>(v) - min;
       }
     }
   }
+}
+}  // namespace
+
+void DequantizeQ4_K(const BlockQ4_K* x, float* y, int64_t num_blocks) {
+  DequantizeK4Family(x, y, num_blocks, [](const BlockQ4_K&, int, int) { return 0; });
+}
+
+void DequantizeQ5_K(const BlockQ5_K* x, float* y, int64_t num_blocks) {
+  DequantizeK4Family(x, y, num_blocks,
+                     [](const BlockQ5_K& blk, int s, int l) { return (blk.qh[l] >> s) & 1; });
 }
 
 void DequantizeQ6_K(const BlockQ6_K* x, float* y, int64_t num_blocks) {
