@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "kernels/kernels.h"
+
 namespace kvserve::cli {
 
 int ReportError(const Status& status) {
@@ -77,6 +79,10 @@ void PrintModelSummary(const LoadedModel& model, double load_seconds) {
                model.config.architecture.c_str(), model.format.c_str(),
                HumanCount(model.config.NumParameters()).c_str(),
                TallyWeightBytes(model.tensors).ToString().c_str(), load_seconds);
+  // The kernels' instruction-set level (KVSERVE_SIMD=scalar|avx2|avx512 picks a lower one).
+  std::fprintf(stderr, "kernels: %s (this CPU: %s)%s%s\n", kernels::SimdLevelName(),
+               kernels::CpuSimdLevelName(), kernels::SimdLevelNote().empty() ? "" : "; ",
+               kernels::SimdLevelNote().c_str());
 }
 
 std::string FileTypeHelp() {

@@ -20,6 +20,7 @@
 #include "cli/kv_flags.h"
 #include "cli/model_setup.h"
 #include "cli/scheduler_flags.h"
+#include "kernels/kernels.h"
 #include "model/llama.h"
 #include "model/synthetic.h"
 #include "runtime/engine.h"
@@ -167,6 +168,8 @@ int RunServe(const ServeOptions& o) {
   so.kv.bytes_per_token = kv->spec.bytes_per_token();
   so.kv.layout = KvLayoutName(kv->spec.layout);
   so.kv.values_per_token_per_layer = kv->spec.values_per_token_per_layer();
+  so.simd_level = kernels::SimdLevelName();
+  so.cpu_simd_level = kernels::CpuSimdLevelName();
   so.kv.num_layers = kv->spec.num_layers;
   so.kv.num_kv_heads = kv->spec.num_kv_heads;
   so.kv.scales = kv->storage->scales();

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -46,6 +47,15 @@ namespace kernels {
 
 // True when the AVX2/FMA/F16C paths are in use on this CPU (KVSERVE_NO_SIMD=1 forces false).
 bool SimdEnabled();
+
+// The instruction-set level the kernels run at, chosen once at start-up: "scalar", "avx2" or
+// "avx512" (AVX-512 F/BW/VL with VNNI). The best this CPU has, unless the environment asks for
+// less: KVSERVE_SIMD=scalar|avx2|avx512 (never above what the CPU has), KVSERVE_NO_SIMD=1
+// (scalar). SimdLevelNote() says when KVSERVE_SIMD was not followed as given (an unknown
+// value, a level the CPU lacks); empty otherwise.
+const char* SimdLevelName();
+const char* CpuSimdLevelName();  // the best level this CPU supports
+const std::string& SimdLevelNote();
 
 // y[m, n] = x[m, k] * W^T where W is a 2-D tensor of shape [n, k] in f32, f16, bf16, q8_0 or
 // one of the GGML 2- to 6-bit types (q4_0, q4_1, q5_0, q5_1: k a multiple of 32, as for q8_0;

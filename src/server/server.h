@@ -60,6 +60,10 @@ struct ServerOptions {
   ChatRenderer render_chat;          // required for /v1/chat/completions
   KvCacheInfo kv;
   KvEvictionPolicy kv_policy;        // the default of requests without "kv_policy"
+  // The kernels' instruction-set level in use and the best this CPU has (kernels::SimdLevelName,
+  // CpuSimdLevelName), for /metrics.
+  std::string simd_level;
+  std::string cpu_simd_level;
 };
 
 // Owns the HTTP server and its metrics; borrows the engine and the tokenizer (must outlive it).

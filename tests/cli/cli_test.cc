@@ -338,6 +338,24 @@ TEST(KvserveCliTest, TokenizeLlama2cModelAddsBos) {
 // ---------------------------------------------------------------------------------------------
 // mkmodel.
 
+// KVSERVE_SIMD picks the kernels' level (never above the CPU's) and the banner says which runs.
+TEST(KvserveCliTest, KvserveSimdPicksTheLevelAndTheBannerSaysIt) {
+  const std::vector<std::string> args = {"generate", "--prompt", "hi", "-n", "2", "--threads", "1"};
+  Ran r = RunKv(args, {"KVSERVE_SIMD=scalar"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("kernels: scalar (this CPU: "), std::string::npos) << r.err;
+  r = RunKv(args, {"KVSERVE_SIMD=avx512"});  // avx512 where the CPU has it, else clamped
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const bool ran_avx512 = r.err.find("kernels: avx512 (this CPU: avx512)") != std::string::npos;
+  const bool clamped = r.err.find("this CPU has ") != std::string::npos &&
+                       r.err.find("at most") != std::string::npos;
+  EXPECT_TRUE(ran_avx512 || clamped) << r.err;
+  r = RunKv(args, {"KVSERVE_SIMD=sse9"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("KVSERVE_SIMD=sse9 is not one of scalar, avx2, avx512"), std::string::npos)
+      << r.err;
+}
+
 TEST(KvserveCliTest, MkmodelThenGenerate) {
   TempDir tmp;
   const std::string out = tmp.file("tiny-q8_0.gguf");

@@ -57,10 +57,15 @@ struct Ran {
 };
 
 #ifdef KVSERVE_BINARY
-// Runs `kvserve args...` and captures its exit code, stdout and stderr.
-inline Ran RunKv(const std::vector<std::string>& args) {
+// Runs `kvserve args...` and captures its exit code, stdout and stderr. `env` (NAME=VALUE
+// pairs) is set for the child only.
+inline Ran RunKv(const std::vector<std::string>& args,
+                 const std::vector<std::string>& env = {}) {
   TempDir tmp;
-  std::string cmd = Quote(KVSERVE_BINARY);
+  std::string cmd;
+  for (const std::string& e : env) cmd += Quote(e) + " ";
+  if (!env.empty()) cmd = "env " + cmd;
+  cmd += Quote(KVSERVE_BINARY);
   for (const std::string& a : args) cmd += " " + Quote(a);
   cmd += " 2>" + Quote(tmp.file("stderr"));
   Ran r;

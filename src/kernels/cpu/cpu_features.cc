@@ -25,14 +25,41 @@ SimdLevel Detect() {
 #endif
 }
 
-SimdLevel InitialLevel() {
-  const char* env = std::getenv("KVSERVE_NO_SIMD");
-  if (env != nullptr && env[0] != '\0' && std::strcmp(env, "0") != 0) return SimdLevel::kScalar;
-  return DetectedSimdLevel();
+struct InitialChoice {
+  SimdLevel level;
+  std::string note;
+};
+
+// KVSERVE_NO_SIMD=1 (the older switch) means scalar; KVSERVE_SIMD names a level, never above
+// the CPU's.
+InitialChoice ChooseInitialLevel() {
+  const SimdLevel detected = DetectedSimdLevel();
+  const char* no_simd = std::getenv("KVSERVE_NO_SIMD");
+  if (no_simd != nullptr && no_simd[0] != '\0' && std::strcmp(no_simd, "0") != 0) {
+    return {SimdLevel::kScalar, ""};
+  }
+  const char* env = std::getenv("KVSERVE_SIMD");
+  if (env == nullptr || env[0] == '\0') return {detected, ""};
+  const std::optional<SimdLevel> asked = ParseSimdLevel(env);
+  if (!asked.has_value()) {
+    return {detected, std::string("KVSERVE_SIMD=") + env +
+                          " is not one of scalar, avx2, avx512: using " +
+                          SimdLevelName(detected)};
+  }
+  if (static_cast<int>(*asked) > static_cast<int>(detected)) {
+    return {detected, std::string("KVSERVE_SIMD=") + env + ": this CPU has " +
+                          SimdLevelName(detected) + " at most: using " + SimdLevelName(detected)};
+  }
+  return {*asked, ""};
+}
+
+const InitialChoice& Initial() {
+  static const InitialChoice choice = ChooseInitialLevel();
+  return choice;
 }
 
 std::atomic<int>& LevelSlot() {
-  static std::atomic<int> level{static_cast<int>(InitialLevel())};
+  static std::atomic<int> level{static_cast<int>(Initial().level)};
   return level;
 }
 
@@ -46,6 +73,24 @@ SimdLevel DetectedSimdLevel() {
 SimdLevel CurrentSimdLevel() {
   return static_cast<SimdLevel>(LevelSlot().load(std::memory_order_relaxed));
 }
+
+const char* SimdLevelName(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::kScalar: return "scalar";
+    case SimdLevel::kAvx2: return "avx2";
+    case SimdLevel::kAvx512Vnni: return "avx512";
+  }
+  return "?";
+}
+
+std::optional<SimdLevel> ParseSimdLevel(std::string_view name) {
+  if (name == "scalar") return SimdLevel::kScalar;
+  if (name == "avx2") return SimdLevel::kAvx2;
+  if (name == "avx512" || name == "avx512vnni") return SimdLevel::kAvx512Vnni;
+  return std::nullopt;
+}
+
+const std::string& SimdLevelNote() { return Initial().note; }
 
 SimdLevel SetSimdLevelForTesting(SimdLevel level) {
   int clamped = std::min(static_cast<int>(level), static_cast<int>(DetectedSimdLevel()));

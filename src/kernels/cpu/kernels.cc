@@ -25,6 +25,10 @@ bool UseSimd() { return internal::CurrentSimdLevel() != internal::SimdLevel::kSc
 
 bool SimdEnabled() { return UseSimd(); }
 
+const char* SimdLevelName() { return internal::SimdLevelName(internal::CurrentSimdLevel()); }
+const char* CpuSimdLevelName() { return internal::SimdLevelName(internal::DetectedSimdLevel()); }
+const std::string& SimdLevelNote() { return internal::SimdLevelNote(); }
+
 void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool) {
   KV_CHECK(w.shape.size() == 2) << "Matmul weight must be 2-D, got " << w.ShapeString();
   KV_CHECK(m >= 0);

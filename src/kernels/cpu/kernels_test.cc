@@ -113,6 +113,22 @@ TEST_P(KernelsTest, RopePositionZeroIsIdentityAndNeoxPairsHalves) {
   EXPECT_NEAR(x[2], std::sin(1.0) * 1 + std::cos(1.0) * 3, 1e-6);
 }
 
+TEST(SimdLevelSelectionTest, NamesParseBackAndTheLevelInUseIsNeverAboveTheCpus) {
+  using kernels::internal::ParseSimdLevel;
+  using kernels::internal::SimdLevel;
+  for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512Vnni}) {
+    EXPECT_EQ(ParseSimdLevel(kernels::internal::SimdLevelName(level)), level);
+  }
+  EXPECT_EQ(ParseSimdLevel("avx512vnni"), SimdLevel::kAvx512Vnni);
+  EXPECT_FALSE(ParseSimdLevel("AVX2").has_value());
+  EXPECT_FALSE(ParseSimdLevel("sse4").has_value());
+  EXPECT_FALSE(ParseSimdLevel("").has_value());
+  EXPECT_LE(static_cast<int>(kernels::internal::CurrentSimdLevel()),
+            static_cast<int>(kernels::internal::DetectedSimdLevel()));
+  EXPECT_EQ(std::string(kernels::CpuSimdLevelName()),
+            kernels::internal::SimdLevelName(kernels::internal::DetectedSimdLevel()));
+}
+
 TEST(RopeInvFreqsTest, PlainAndLinear) {
   RopeOptions opt;
   opt.head_dim = 8;
