@@ -75,6 +75,89 @@ StatusOr<std::string> RenderOnce(const LoadedChatTemplate& loaded,
   return tmpl.Render(inputs);
 }
 
+void NormalizeToolCallArguments(ToolCallArgumentsForm form, nlohmann::ordered_json* messages) {
+  if (messages == nullptr || !messages->is_array()) return;
+  for (auto& m : *messages) {
+    if (!m.is_object() || !m.contains("tool_calls") || !m["tool_calls"].is_array()) continue;
+    for (auto& call : m["tool_calls"]) {
+      if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+      auto& fn = call["function"];
+      if (!fn.contains("arguments")) continue;
+      auto& args = fn["arguments"];
+      if (form == ToolCallArgumentsForm::kObject && args.is_string()) {
+        nlohmann::ordered_json parsed = nlohmann::ordered_json::parse(args.get<std::string>(), nullptr, false);
+        if (!parsed.is_discarded() && parsed.is_object()) args = std::move(parsed);
+      } else if (form == ToolCallArgumentsForm::kString && !args.is_string()) {
+        // json.dumps form via the interpreter's own serializer (Python separators and floats).
+        StatusOr<std::string> text = jinja::ToJson(jinja::Value::FromJson(args), jinja::JsonDumpOptions{});
+        if (text.ok()) args = *text;
+      }
+    }
+  }
+}
+
+ToolCallArgumentsForm DetectToolCallArgumentsForm(const ChatTemplate& tmpl) {
+  using ojson = nlohmann::ordered_json;
+  static const ojson kProbe = ojson::parse(R"([
+    {"role": "user", "content": "What is the weather in Paris?"},
+    {"role": "assistant", "content": "", "tool_calls": [{"id": "call00001", "type": "function",
+      "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+    {"role": "tool", "tool_call_id": "call00001", "name": "get_weather", "content": "sunny"},
+    {"role": "user", "content": "Thanks"}])");
+  static const ojson kTools = ojson::parse(R"([{"type": "function", "function": {
+    "name": "get_weather", "description": "Weather in a city.", "parameters": {"type": "object",
+    "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])");
+  ChatTemplateInputs in;
+  in.tools = kTools;
+  in.add_generation_prompt = true;
+  in.now_unix_seconds = 0;
+  in.messages = kProbe;
+  if (tmpl.Render(in).ok()) return ToolCallArgumentsForm::kObject;
+  NormalizeToolCallArguments(ToolCallArgumentsForm::kString, &in.messages);
+  if (tmpl.Render(in).ok()) return ToolCallArgumentsForm::kString;
+  return ToolCallArgumentsForm::kObject;
+}
+
+MessageContentForm DetectMessageContentForm(const ChatTemplate& tmpl) {
+  ChatTemplateInputs in;
+  in.now_unix_seconds = 0;
+  in.messages = nlohmann::ordered_json::parse(R"([
+    {"role": "system", "content": [{"type": "text", "text": "kvserve-probe-system"}]},
+    {"role": "user", "content": [{"type": "text", "text": "kvserve-probe-user"}]},
+    {"role": "assistant", "content": [{"type": "text", "text": "kvserve-probe-assistant"}]},
+    {"role": "user", "content": [{"type": "text", "text": "kvserve-probe-user2"}]}])");
+  StatusOr<std::string> text = tmpl.Render(in);
+  if (!text.ok() || text->find("'type'") != std::string::npos) return MessageContentForm::kString;
+  for (const char* part : {"kvserve-probe-system", "kvserve-probe-user", "kvserve-probe-assistant"}) {
+    if (text->find(part) == std::string::npos) return MessageContentForm::kString;
+  }
+  return MessageContentForm::kParts;
+}
+
+void NormalizeMessageContent(MessageContentForm form, nlohmann::ordered_json* messages) {
+  if (messages == nullptr || !messages->is_array()) return;
+  for (auto& m : *messages) {
+    if (!m.is_object() || !m.contains("content")) continue;
+    auto& content = m["content"];
+    if (content.is_null()) {
+      content = "";
+    } else if (form == MessageContentForm::kString && content.is_array()) {
+      std::string joined;
+      bool first = true;
+      for (const auto& part : content) {
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+            !part["text"].is_string()) {
+          continue;
+        }
+        if (!first) joined += "\n";
+        joined += part["text"].get<std::string>();
+        first = false;
+      }
+      content = joined;
+    }
+  }
+}
+
 ChatTemplate ChatMlTemplate() {
   StatusOr<ChatTemplate> t = ChatTemplate::FromString(kChatMlTemplateSource);
   KV_CHECK(t.ok()) << t.status().ToString();

@@ -52,6 +52,37 @@ class ChatTemplate {
   jinja::Template template_;
 };
 
+// How a template takes the `arguments` of an assistant message's tool calls. Hugging Face's
+// convention (and what vLLM passes, json.loads of the OpenAI string) is an object, and most
+// tool-using templates print it with `tojson`; a few concatenate it as text (DeepSeek V3.x,
+// Functionary v3.x: `'...' + tool_call.function.arguments`) and fail on an object.
+enum class ToolCallArgumentsForm { kObject, kString };
+
+// Finds the form `tmpl` takes by rendering a small conversation with one tool call (arguments
+// an object, then the same as a JSON string): kString when only the string renders, else
+// kObject. For a server to call once per template.
+ToolCallArgumentsForm DetectToolCallArgumentsForm(const ChatTemplate& tmpl);
+
+// Rewrites messages[*].tool_calls[*].function.arguments into `form`: kObject parses strings
+// that hold a JSON object (others stay as they are, for the template to show as text);
+// kString writes objects as json.dumps does (", " and ": ", non-ASCII kept). Messages without
+// tool calls are untouched.
+void NormalizeToolCallArguments(ToolCallArgumentsForm form, nlohmann::ordered_json* messages);
+
+// How a template takes message content: a string only, or also OpenAI's list of parts
+// ([{"type": "text", "text": ...}, ...]). A string-only template prints a list as its Python
+// repr, so clients' part lists must become strings first (vLLM's "string" content format).
+enum class MessageContentForm { kString, kParts };
+
+// Renders a system/user/assistant/user conversation whose contents are lists of one text part:
+// kParts when it renders, every text appears and no list repr does, else kString.
+MessageContentForm DetectMessageContentForm(const ChatTemplate& tmpl);
+
+// What the server does to OpenAI messages before rendering, as vLLM does: `content: null`
+// (assistant messages with tool_calls) becomes ""; with kString, a list of parts becomes the
+// texts of its text parts joined by "\n" (other parts are dropped).
+void NormalizeMessageContent(MessageContentForm form, nlohmann::ordered_json* messages);
+
 // The ChatML template (<|im_start|>role\ncontent<|im_end|>\n ...), the fallback for models
 // without a template of their own.
 extern const char kChatMlTemplateSource[];

@@ -1,8 +1,11 @@
 // ChatTemplate against Python jinja2 (configured as transformers configures it, see
-// tests/data/chat/render_jinja2.py): every template in ../shared/assets/chat_templates plus
-// ChatML and Llama 2 (tests/data/chat_templates) on every conversation in tests/data/chat, with
-// and without the generation prompt, compared byte for byte; where jinja2 raises we must fail
-// too. Also template discovery (GGUF metadata, tokenizer_config.json, files, ChatML fallback).
+// tests/data/chat/render_jinja2.py): the real tool-using templates in tests/data/chat_templates
+// (sources in SOURCES.md there), ChatML, Llama 2 and the templates in
+// ../shared/assets/chat_templates, on every conversation in tests/data/chat, each with tools (its
+// own, or the two functions of tests/data/chat_templates/tools.json) and without (tools = None),
+// with and without the generation prompt, compared byte for byte; where jinja2 raises we must
+// fail too. Also the tool-call arguments form, template discovery (GGUF metadata,
+// tokenizer_config.json, files, ChatML fallback).
 #include "chat/chat_template.h"
 
 #include <sys/wait.h>
@@ -17,6 +20,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/check.h"
 #include "base/testing/test_dependency.h"
 #include "model/gguf.h"
 
@@ -66,7 +70,24 @@ struct Case {
   std::string conversation;  // file stem
   ojson conv;
   bool add_generation_prompt = false;
+  // The conversation's own tools, or DefaultTools() when it has none; else tools = None.
+  bool with_tools = false;
 };
+
+// Two functions with JSON-schema parameters, given to conversations without tools of their own.
+const ojson& DefaultTools() {
+  static const ojson tools = [] {
+    std::ifstream in(std::string(KVSERVE_TESTDATA_DIR) + "/chat_templates/tools.json", std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ojson::parse(ss.str())["tools"];
+  }();
+  return tools;
+}
+
+const ojson& ToolsOf(const Case& c) {
+  return c.conv.contains("tools") ? c.conv["tools"] : DefaultTools();
+}
 
 struct Reference {
   bool ok = false;
@@ -81,7 +102,7 @@ std::vector<Reference> RenderWithJinja2(const std::vector<Case>& cases, std::str
     ojson j;
     j["template"] = c.template_path;
     j["messages"] = c.conv["messages"];
-    if (c.conv.contains("tools")) j["tools"] = c.conv["tools"];
+    if (c.with_tools) j["tools"] = ToolsOf(c);
     j["add_generation_prompt"] = c.add_generation_prompt;
     j["bos_token"] = "<s>";
     j["eos_token"] = "</s>";
@@ -130,9 +151,16 @@ std::vector<Reference> RenderWithJinja2(const std::vector<Case>& cases, std::str
   return refs;
 }
 
+// tests/data/chat_templates (tool-using templates of real models, see SOURCES.md there, plus
+// ChatML and Llama 2) and the assets' templates, each once (by file name).
 std::vector<std::string> AllTemplates() {
   std::vector<std::string> t = ListFiles(TestDataDir() + "/chat_templates", ".jinja");
-  for (const std::string& a : ListFiles(AssetsTemplateDir(), ".jinja")) t.push_back(a);
+  for (const std::string& a : ListFiles(AssetsTemplateDir(), ".jinja")) {
+    const bool dup = std::any_of(t.begin(), t.end(), [&](const std::string& x) {
+      return fs::path(x).filename() == fs::path(a).filename();
+    });
+    if (!dup) t.push_back(a);
+  }
   return t;
 }
 
@@ -142,7 +170,9 @@ std::vector<Case> CasesFor(const std::string& template_path) {
   std::vector<Case> cases;
   for (const std::string& conv_path : ListFiles(TestDataDir() + "/chat", ".json")) {
     const ojson conv = ojson::parse(ReadFile(conv_path));
-    for (bool agp : {false, true}) cases.push_back({template_path, Stem(conv_path), conv, agp});
+    for (bool tools : {false, true}) {
+      for (bool agp : {false, true}) cases.push_back({template_path, Stem(conv_path), conv, agp, tools});
+    }
   }
   return cases;
 }
@@ -168,11 +198,11 @@ TEST_P(Jinja2ReferenceTest, MatchesJinja2ByteForByte) {
   int matched_text = 0, matched_error = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
-    SCOPED_TRACE(Stem(template_path) + " / " + c.conversation +
+    SCOPED_TRACE(Stem(template_path) + " / " + c.conversation + (c.with_tools ? " / tools" : " / no tools") +
                  (c.add_generation_prompt ? " / add_generation_prompt" : ""));
     ChatTemplateInputs in;
     in.messages = c.conv["messages"];
-    if (c.conv.contains("tools")) in.tools = c.conv["tools"];
+    if (c.with_tools) in.tools = ToolsOf(c);
     in.add_generation_prompt = c.add_generation_prompt;
     in.bos_token = "<s>";
     in.eos_token = "</s>";
@@ -215,6 +245,83 @@ TEST(ChatTemplateTest, AssetsPresentOrSkipped) {
                          ".jinja templates in " << AssetsTemplateDir()
                                                 << " (only ChatML and Llama 2 are compared)");
   EXPECT_GE(ListFiles(AssetsTemplateDir(), ".jinja").size(), 7u);
+}
+
+TEST(ChatTemplateTest, ToolCallArgumentsForm) {
+  auto form_of = [](const std::string& file) {
+    StatusOr<ChatTemplate> t = ChatTemplate::FromString(ReadFile(TestDataDir() + "/chat_templates/" + file));
+    KV_CHECK(t.ok()) << t.status().ToString();
+    return DetectToolCallArgumentsForm(*t);
+  };
+  // These concatenate the arguments as text; the rest print an object with tojson.
+  EXPECT_EQ(form_of("deepseek-ai-DeepSeek-V3.1.jinja"), ToolCallArgumentsForm::kString);
+  EXPECT_EQ(form_of("meetkai-functionary-medium-v3.1.jinja"), ToolCallArgumentsForm::kString);
+  EXPECT_EQ(form_of("meetkai-functionary-medium-v3.2.jinja"), ToolCallArgumentsForm::kString);
+  EXPECT_EQ(form_of("Qwen-Qwen3-0.6B.jinja"), ToolCallArgumentsForm::kObject);
+  EXPECT_EQ(form_of("NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja"), ToolCallArgumentsForm::kObject);
+  EXPECT_EQ(form_of("openai-gpt-oss-120b.jinja"), ToolCallArgumentsForm::kObject);
+  EXPECT_EQ(DetectToolCallArgumentsForm(ChatMlTemplate()), ToolCallArgumentsForm::kObject);
+
+  ojson messages = ojson::parse(R"([{"role": "user", "content": "x"},
+    {"role": "assistant", "content": "", "tool_calls": [
+      {"function": {"name": "a", "arguments": "{\"city\": \"Zürich\", \"n\": 1.0}"}},
+      {"function": {"name": "b", "arguments": "not json"}},
+      {"function": {"name": "c", "arguments": "[1, 2]"}}]}])");
+  NormalizeToolCallArguments(ToolCallArgumentsForm::kObject, &messages);
+  const ojson& calls = messages[1]["tool_calls"];
+  EXPECT_TRUE(calls[0]["function"]["arguments"].is_object());
+  EXPECT_EQ(calls[1]["function"]["arguments"], "not json");
+  EXPECT_EQ(calls[2]["function"]["arguments"], "[1, 2]");  // only objects become objects
+  NormalizeToolCallArguments(ToolCallArgumentsForm::kString, &messages);
+  EXPECT_EQ(calls[0]["function"]["arguments"], "{\"city\": \"Zürich\", \"n\": 1.0}");
+  EXPECT_EQ(messages[0], ojson::parse(R"({"role": "user", "content": "x"})"));
+
+  // An OpenAI-style conversation (string arguments) renders with every template that takes
+  // tool calls in either form, once given the form the template takes.
+  StatusOr<ChatTemplate> deepseek =
+      ChatTemplate::FromString(ReadFile(TestDataDir() + "/chat_templates/deepseek-ai-DeepSeek-V3.1.jinja"));
+  ASSERT_TRUE(deepseek.ok());
+  ChatTemplateInputs in;
+  ASSERT_TRUE(ParseConversationJson(ojson::parse(ReadFile(TestDataDir() + "/chat/tools_empty_content.json")),
+                                    "tools_empty_content.json", &in).ok());
+  EXPECT_FALSE(deepseek->Render(in).ok());  // object arguments: jinja2 fails the same way
+  NormalizeToolCallArguments(DetectToolCallArgumentsForm(*deepseek), &in.messages);
+  StatusOr<std::string> text = deepseek->Render(in);
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_NE(text->find("{\"location\": \"Paris, France\", \"unit\": \"celsius\"}"), std::string::npos) << *text;
+}
+
+TEST(ChatTemplateTest, MessageContentForm) {
+  auto form_of = [](const std::string& file) {
+    StatusOr<ChatTemplate> t = ChatTemplate::FromString(ReadFile(TestDataDir() + "/chat_templates/" + file));
+    KV_CHECK(t.ok()) << t.status().ToString();
+    return DetectMessageContentForm(*t);
+  };
+  EXPECT_EQ(DetectMessageContentForm(ChatMlTemplate()), MessageContentForm::kString);
+  EXPECT_EQ(form_of("mistralai-Mistral-Small-3.2-24B-Instruct-2506.jinja"), MessageContentForm::kParts);
+  EXPECT_EQ(form_of("LiquidAI-LFM2-8B-A1B.jinja"), MessageContentForm::kString);
+
+  ojson messages = ojson::parse(R"([
+    {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url"}, {"type": "text", "text": "b"}]},
+    {"role": "assistant", "content": null, "tool_calls": []},
+    {"role": "user", "content": "plain"}])");
+  ojson parts = messages;
+  NormalizeMessageContent(MessageContentForm::kParts, &parts);
+  EXPECT_TRUE(parts[0]["content"].is_array());
+  EXPECT_EQ(parts[1]["content"], "");
+  NormalizeMessageContent(MessageContentForm::kString, &messages);
+  EXPECT_EQ(messages[0]["content"], "a\nb");
+  EXPECT_EQ(messages[1]["content"], "");
+  EXPECT_EQ(messages[2]["content"], "plain");
+}
+
+// Issue 17's bar: at least 15 real tool-using templates in the reference test above.
+TEST(ChatTemplateTest, AtLeastFifteenRealToolTemplates) {
+  int num_tool_templates = 0;
+  for (const std::string& path : ListFiles(TestDataDir() + "/chat_templates", ".jinja")) {
+    if (ReadFile(path).find("tool") != std::string::npos) ++num_tool_templates;
+  }
+  EXPECT_GE(num_tool_templates, 15);
 }
 
 TEST(ChatTemplateTest, ChatMl) {

@@ -139,6 +139,19 @@ class Renderer : public Env {
         scope->Set(n.name, Value::Func(std::move(f)));
         return Flow::kNormal;
       }
+      case NodeKind::kCallBlock: {  // the call, with `caller` bound to the block
+        const Node& call = *n.kids.back();
+        const Value callee = Eval(*call.kids[0], scope);
+        CallArgs a = EvalArgs(call, 1, scope);
+        auto f = std::make_shared<Function>();
+        f->name = "caller";
+        f->macro = &n;
+        f->closure = scope;
+        a.kwargs.emplace_back("caller", Value::Func(std::move(f)));
+        cur_line_ = n.line;
+        Append(out, ToPyStr(CallValue(callee, a, n.line)), n.line);
+        return Flow::kNormal;
+      }
       case NodeKind::kBreak: return Flow::kBreak;
       case NodeKind::kContinue: return Flow::kContinue;
       case NodeKind::kWith: {
@@ -258,21 +271,36 @@ class Renderer : public Env {
     auto s = std::make_shared<Scope>();
     s->parent = std::static_pointer_cast<Scope>(f.closure.lock());
     if (!s->parent) s->parent = root_;  // the defining scope ended (macro escaped a loop body)
-    if (args.args.size() > m.targets.size()) {
+    if (args.args.size() > m.targets.size() && !m.uses_varargs) {
       Fail(line, "macro '" + m.name + "' takes not more than " + std::to_string(m.targets.size()) +
                      " argument(s)");
     }
     std::vector<bool> bound(m.targets.size(), false);
+    std::vector<Value> varargs;
     for (size_t i = 0; i < args.args.size(); ++i) {
+      if (i >= m.targets.size()) {
+        varargs.push_back(args.args[i]);
+        continue;
+      }
       s->Set(m.targets[i], args.args[i]);
       bound[i] = true;
     }
+    Value kwargs = Value::Dict();
     for (const auto& [k, v] : args.kwargs) {
       auto it = std::find(m.targets.begin(), m.targets.end(), k);
-      if (it == m.targets.end()) Fail(line, "macro '" + m.name + "' takes no keyword argument '" + k + "'");
-      s->Set(k, v);
-      bound[it - m.targets.begin()] = true;
+      if (it != m.targets.end()) {
+        s->Set(k, v);
+        bound[it - m.targets.begin()] = true;
+      } else if (k == "caller" && m.uses_caller) {
+        s->Set(k, v);
+      } else if (m.uses_kwargs) {
+        kwargs.mutable_dict().Set(Value::String(k), v);
+      } else {
+        Fail(line, "macro '" + m.name + "' takes no keyword argument '" + k + "'");
+      }
     }
+    if (m.uses_varargs) s->Set("varargs", Value::List(std::move(varargs), /*is_tuple=*/true));
+    if (m.uses_kwargs) s->Set("kwargs", std::move(kwargs));
     for (size_t i = 0; i < m.targets.size(); ++i) {
       if (bound[i]) continue;
       if (m.kids[i]) {
@@ -482,6 +510,20 @@ class Renderer : public Env {
       CheckSize(s.size(), line);
       return Value::String(std::move(s));
     }
+    if (op == "%" && l.is_string()) {  // str % x formats an undefined x as '' (str(x))
+      CallArgs a;
+      if (r.is_tuple()) {
+        a.args = r.items();
+      } else {
+        a.args.push_back(r);
+      }
+      if (!l.is_markup()) return Unwrap(internal::ApplyFilter(*this, "format", l, a), line);
+      for (Value& x : a.args) {  // Markup.__mod__ escapes its string arguments
+        if (x.is_string() && !x.is_markup()) x = Value::String(internal::HtmlEscape(x.str()));
+      }
+      const Value s = Unwrap(internal::ApplyFilter(*this, "format", l, a), line);
+      return Value::Markup(s.str());
+    }
     if (l.is_undefined()) Fail(line, l.undefined_hint());
     if (r.is_undefined()) Fail(line, r.undefined_hint());
     auto type_error = [&]() {
@@ -491,6 +533,10 @@ class Renderer : public Env {
     if (op == "+") {
       if (l.is_string() && r.is_string()) {
         CheckSize(l.str().size() + r.str().size(), line);
+        if (l.is_markup() || r.is_markup()) {  // Markup.__add__ / __radd__ escape the str side
+          return Value::Markup((l.is_markup() ? l.str() : internal::HtmlEscape(l.str())) +
+                               (r.is_markup() ? r.str() : internal::HtmlEscape(r.str())));
+        }
         return Value::String(l.str() + r.str());
       }
       if (l.is_list() && r.is_list() && l.is_tuple() == r.is_tuple()) {
@@ -512,17 +558,12 @@ class Renderer : public Env {
         if (times > 0 && seq.str().size() > 0) CheckSize(static_cast<double>(seq.str().size()) * times, line);
         std::string s;
         for (int64_t i = 0; i < times && !seq.str().empty(); ++i) s += seq.str();
-        return Value::String(std::move(s));
+        return seq.is_markup() ? Value::Markup(std::move(s)) : Value::String(std::move(s));
       }
       if (times > 0 && !seq.items().empty()) CheckSize(static_cast<double>(seq.items().size()) * times * 8, line);
       std::vector<Value> items;
       for (int64_t i = 0; i < times; ++i) items.insert(items.end(), seq.items().begin(), seq.items().end());
       return Value::List(std::move(items), seq.is_tuple());
-    }
-    if (op == "%" && l.is_string()) {
-      CallArgs a;
-      a.args.push_back(r);
-      return Unwrap(internal::ApplyFilter(*this, "format", l, a.args[0].is_tuple() ? CallArgs{r.items(), {}} : a), line);
     }
     if (!l.is_number() || !r.is_number()) type_error();
     const bool as_float = l.is_float() || r.is_float();

@@ -6,12 +6,15 @@
 //
 // Covered: {{ }}, {% %}, {# #}, whitespace control (-/+), trim_blocks/lstrip_blocks, raw;
 // statements if/elif/else, for (tuple targets, `if` filter, else, loop.*, break/continue),
-// set (incl. namespace attributes and block set), macro + call, with, filter blocks,
-// generation (renders its body, as transformers' AssistantTracker does); expressions with
-// Python semantics (literals, slicing, attribute/item access, calls with keyword arguments,
-// arithmetic, comparisons, in, and/or/not, ternaries, `~`, filters, `is` tests); jinja2's default Undefined (prints empty, iterates
-// empty, raises on attribute access, arithmetic and calls). Not covered: template inheritance
-// and inclusion, call blocks, recursive loops, autoescaping (Markup), case mapping outside
+// set (incl. namespace attributes and block set), macro + call (caller, varargs, kwargs), call
+// blocks, with, filter blocks, generation (renders its body, as transformers' AssistantTracker
+// does); expressions with Python semantics (literals, slicing, attribute/item access, calls
+// with keyword arguments, arithmetic, comparisons, in, and/or/not, ternaries, `~`, filters,
+// `is` tests); jinja2's default Undefined (prints empty, iterates empty, raises on attribute
+// access, arithmetic and calls; select/reject/map and friends give nothing for any falsy
+// input, None included, as jinja2's `if value:` does); Markup strings from `safe`/`escape`
+// (`+` and `%` escape the plain str side, as markupsafe does). Not covered: template
+// inheritance and inclusion, recursive loops, groupby, autoescaping, case mapping outside
 // Latin, Greek and Cyrillic (upper/lower/title), Python big integers (int64 overflow is an
 // error).
 //
@@ -61,6 +64,10 @@ class Value {
   static Value Int(int64_t i);
   static Value Float(double f);
   static Value String(std::string s);
+  // A markupsafe.Markup string (from the `safe` and `escape` filters): `+` and `%` HTML-escape
+  // the plain str operands they combine with it, as Python does; `~` and printing treat it as
+  // a plain string.
+  static Value Markup(std::string s);
   static Value List(std::vector<Value> items, bool is_tuple = false);
   static Value Dict();  // empty, ordered
   static Value Namespace();
@@ -76,6 +83,7 @@ class Value {
   bool is_float() const { return kind_ == Kind::kFloat; }
   bool is_number() const { return kind_ == Kind::kInt || kind_ == Kind::kFloat || kind_ == Kind::kBool; }
   bool is_string() const { return kind_ == Kind::kString; }
+  bool is_markup() const { return kind_ == Kind::kString && markup_; }
   bool is_list() const { return kind_ == Kind::kList; }
   bool is_dict() const { return kind_ == Kind::kDict; }
   bool is_function() const { return kind_ == Kind::kFunction; }
@@ -99,6 +107,7 @@ class Value {
 
  private:
   Kind kind_ = Kind::kUndefined;
+  bool markup_ = false;  // kString only
   bool b_ = false;
   int64_t i_ = 0;
   double f_ = 0.0;

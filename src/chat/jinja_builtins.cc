@@ -6,6 +6,7 @@
 #include <cstring>
 #include <ctime>
 #include <set>
+#include <utility>
 
 #include "chat/jinja.h"
 #include "chat/jinja_internal.h"
@@ -159,7 +160,10 @@ const std::set<std::string>& TestNames() {
 }
 
 // select/reject/selectattr/rejectattr.
+// As jinja2, a falsy input (None, undefined, empty, 0) gives an empty result without being
+// iterated, so `tools | selectattr(...)` works when tools is None.
 StatusOr<Value> SelectReject(Env& env, const Value& v, const CallArgs& a, bool select, bool by_attr) {
+  if (!v.truthy()) return Value::List({});
   KV_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(v));
   size_t next = 0;
   std::string attr;
@@ -297,18 +301,21 @@ StatusOr<bool> ApplyTest(Env& env, const std::string& name, const Value& v, cons
 
 StatusOr<Value> ApplyFilter(Env& env, const std::string& name, const Value& v, const CallArgs& a) {
   auto text = [&]() { return ToPyStr(v); };
-  if (name == "safe") return v;
+  // Markup-preserving filters keep the flag (Markup methods return Markup).
+  auto same_kind = [&](std::string s) { return v.is_markup() ? Value::Markup(std::move(s)) : Value::String(std::move(s)); };
+  if (name == "safe") return v.is_markup() ? v : Value::Markup(text());
   if (name == "string") return v.is_string() ? v : Value::String(text());
   if (name == "trim") {
     const Value* chars = Arg(a, 0, "chars");
     if (chars != nullptr && !chars->is_none() && !chars->is_string()) return TypeError("trim: chars must be a string");
-    return Value::String(PyStrip(text(), (chars && chars->is_string()) ? &chars->str() : nullptr, true, true));
+    return same_kind(PyStrip(text(), (chars && chars->is_string()) ? &chars->str() : nullptr, true, true));
   }
-  if (name == "upper") return Value::String(Upper(text()));
-  if (name == "lower") return Value::String(Lower(text()));
-  if (name == "title") return Value::String(Title(text()));
-  if (name == "capitalize") return Value::String(Capitalize(text()));
-  if (name == "e" || name == "escape" || name == "forceescape") return Value::String(HtmlEscape(text()));
+  if (name == "upper") return same_kind(Upper(text()));
+  if (name == "lower") return same_kind(Lower(text()));
+  if (name == "title") return same_kind(Title(text()));
+  if (name == "capitalize") return same_kind(Capitalize(text()));
+  if ((name == "e" || name == "escape") && v.is_markup()) return v;
+  if (name == "e" || name == "escape" || name == "forceescape") return Value::Markup(HtmlEscape(text()));
   if (name == "replace") {
     const Value* from = Arg(a, 0, "old");
     const Value* to = Arg(a, 1, "new");
@@ -365,6 +372,10 @@ StatusOr<Value> ApplyFilter(Env& env, const std::string& name, const Value& v, c
       }
     }
     return Value::String(std::move(out));
+  }
+  // int(Undefined) / float(Undefined) raise in Python before the filter's fallback.
+  if ((name == "int" || name == "float") && v.is_undefined()) {
+    return TypeError(v.undefined_hint().empty() ? "undefined value" : v.undefined_hint());
   }
   if (name == "int") {
     const Value def = ArgOr(a, 0, "default", Value::Int(0));
@@ -493,6 +504,7 @@ StatusOr<Value> ApplyFilter(Env& env, const std::string& name, const Value& v, c
   if (name == "select" || name == "reject") return SelectReject(env, v, a, name == "select", false);
   if (name == "selectattr" || name == "rejectattr") return SelectReject(env, v, a, name == "selectattr", true);
   if (name == "map") {
+    if (!v.truthy()) return Value::List({});  // jinja2: `if value:` before iterating
     KV_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(v));
     std::vector<Value> out;
     const Value* attribute = nullptr;
@@ -556,7 +568,37 @@ StatusOr<Value> ApplyFilter(Env& env, const std::string& name, const Value& v, c
     const int64_t left = pad / 2 + (pad & width & 1);
     return Value::String(std::string(left, ' ') + s + std::string(pad - left, ' '));
   }
-  if (name == "truncate" || name == "batch") return TypeError("filter '" + name + "' is not supported");
+  if (name == "truncate") {  // jinja2's do_truncate with the default leeway of 5
+    KV_ASSIGN_OR_RETURN(int64_t length, IntArg(Arg(a, 0, "length"), 255, "length"));
+    const bool killwords = ArgOr(a, 1, "killwords", Value::Bool(false)).truthy();
+    const std::string end = ToPyStr(ArgOr(a, 2, "end", Value::String("...")));
+    KV_ASSIGN_OR_RETURN(int64_t leeway, IntArg(Arg(a, 3, "leeway"), 5, "leeway"));
+    const std::u32string s = Decode(text()), e = Decode(end);
+    if (length < static_cast<int64_t>(e.size()) || leeway < 0) return TypeError("truncate: bad length or leeway");
+    if (static_cast<int64_t>(s.size()) <= length + leeway) return Value::String(text());
+    std::u32string head = s.substr(0, length - e.size());
+    if (!killwords) {
+      const size_t sp = head.rfind(U' ');
+      if (sp != std::u32string::npos) head = head.substr(0, sp);
+    }
+    return Value::String(Encode(head) + end);
+  }
+  if (name == "batch") {
+    KV_ASSIGN_OR_RETURN(int64_t count, IntArg(Arg(a, 0, "linecount"), 1, "linecount"));
+    if (count <= 0) return TypeError("batch: linecount must be positive");
+    const Value* fill = Arg(a, 1, "fill_with");
+    KV_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(v));
+    std::vector<Value> out, cur;
+    for (Value& it : items) {
+      if (static_cast<int64_t>(cur.size()) == count) out.push_back(Value::List(std::exchange(cur, {})));
+      cur.push_back(std::move(it));
+    }
+    if (!cur.empty()) {
+      while (fill != nullptr && !fill->is_none() && static_cast<int64_t>(cur.size()) < count) cur.push_back(*fill);
+      out.push_back(Value::List(std::move(cur)));
+    }
+    return Value::List(std::move(out));
+  }
   return TypeError("no filter named '" + name + "'");
 }
 

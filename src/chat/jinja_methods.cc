@@ -142,11 +142,12 @@ const std::set<std::string>& StrMethods() {
   static const std::set<std::string> m = {
       "strip", "lstrip", "rstrip", "split", "rsplit", "startswith", "endswith", "upper", "lower",
       "title", "capitalize", "replace", "find", "rfind", "count", "join", "format", "isdigit",
-      "isalpha", "isalnum", "isspace", "islower", "isupper", "splitlines", "index"};
+      "isalpha", "isalnum", "isspace", "islower", "isupper", "splitlines", "index", "center",
+      "ljust", "rjust", "zfill", "partition", "rpartition", "istitle"};
   return m;
 }
 const std::set<std::string>& DictMethods() {
-  static const std::set<std::string> m = {"items", "keys", "values", "get"};
+  static const std::set<std::string> m = {"items", "keys", "values", "get", "copy"};
   return m;
 }
 
@@ -165,6 +166,11 @@ StatusOr<Value> CallDictMethod(const Value& d, const std::string& name, const Ca
     const Value* v = d.dict().Find(*key);
     if (v != nullptr) return *v;
     return ArgOr(a, 1, "default", Value::None());
+  }
+  if (name == "copy") {  // a shallow copy: a new dict with the same entries
+    Value c = Value::Dict();
+    c.mutable_dict().entries = d.dict().entries;
+    return c;
   }
   return TypeError("'dict' object has no attribute '" + name + "'");
 }
@@ -307,11 +313,21 @@ StatusOr<std::string> PercentFormat(const std::string& fmt, const std::vector<Va
       continue;
     }
     std::string spec = "%";
+    const Value* mapped = nullptr;  // %(key)s: args is one mapping
+    if (fmt[i] == '(') {
+      const size_t close = fmt.find(')', i);
+      if (close == std::string::npos) return TypeError("incomplete format key");
+      if (args.size() != 1 || !args[0].is_dict()) return TypeError("format requires a mapping");
+      mapped = args[0].dict().Find(fmt.substr(i + 1, close - i - 1));
+      if (mapped == nullptr) return TypeError("KeyError: '" + fmt.substr(i + 1, close - i - 1) + "'");
+      ai = args.size();
+      i = close + 1;
+    }
     while (i < fmt.size() && std::strchr("-+ #0123456789.", fmt[i]) != nullptr) spec.push_back(fmt[i++]);
     if (i >= fmt.size()) return TypeError("incomplete format");
     const char conv = fmt[i];
-    if (ai >= args.size()) return TypeError("not enough arguments for format string");
-    const Value& v = args[ai++];
+    if (mapped == nullptr && ai >= args.size()) return TypeError("not enough arguments for format string");
+    const Value& v = mapped != nullptr ? *mapped : args[ai++];
     char buf[512];
     switch (conv) {
       case 's':
@@ -455,6 +471,60 @@ StatusOr<Value> CallStrMethod(const std::string& s, const std::string& name, con
   if (name == "isalpha") return Value::Bool(all([](char32_t c) { return c < 128 && std::isalpha(static_cast<int>(c)); }));
   if (name == "isalnum") return Value::Bool(all([](char32_t c) { return c < 128 && std::isalnum(static_cast<int>(c)); }));
   if (name == "isspace") return Value::Bool(all([](char32_t c) { return IsPySpace(c); }));
+  if (name == "center" || name == "ljust" || name == "rjust" || name == "zfill") {
+    KV_ASSIGN_OR_RETURN(int64_t width, IntArg(Arg(a, 0, "width"), -1, "width"));
+    if (width < 0 && Arg(a, 0, "width") == nullptr) return TypeError(name + "() takes at least 1 argument");
+    const Value* fill = name == "zfill" ? nullptr : Arg(a, 1, "fillchar");
+    if (fill != nullptr && (!fill->is_string() || CodePointLength(fill->str()) != 1)) {
+      return TypeError("The fill character must be exactly one character long");
+    }
+    const std::string f = fill != nullptr ? fill->str() : std::string(name == "zfill" ? "0" : " ");
+    const int64_t len = static_cast<int64_t>(cps.size());
+    const int64_t pad = std::min<int64_t>(width, 100000) - len;
+    if (pad <= 0) return Value::String(s);
+    int64_t left = 0;
+    if (name == "rjust") left = pad;
+    if (name == "center") left = pad / 2 + (pad & width & 1);
+    std::string out;
+    size_t body = 0;
+    if (name == "zfill") {
+      left = pad;
+      if (!cps.empty() && (cps[0] == '+' || cps[0] == '-')) {
+        out.push_back(static_cast<char>(cps[0]));
+        body = 1;
+      }
+    }
+    for (int64_t k = 0; k < left; ++k) out += f;
+    out += s.substr(body);
+    for (int64_t k = left; k < pad; ++k) out += f;
+    return Value::String(std::move(out));
+  }
+  if (name == "partition" || name == "rpartition") {
+    const Value* sep = Arg(a, 0, "sep");
+    if (sep == nullptr || !sep->is_string()) return TypeError("must be str");
+    if (sep->str().empty()) return TypeError("empty separator");
+    const size_t p = name == "partition" ? s.find(sep->str()) : s.rfind(sep->str());
+    if (p == std::string::npos) {
+      return name == "partition"
+                 ? Value::List({Value::String(s), Value::String(""), Value::String("")}, true)
+                 : Value::List({Value::String(""), Value::String(""), Value::String(s)}, true);
+    }
+    return Value::List({Value::String(s.substr(0, p)), *sep, Value::String(s.substr(p + sep->str().size()))}, true);
+  }
+  if (name == "istitle") {  // cased runs start upper, continue lower
+    bool cased = false, prev_cased = false;
+    for (char32_t c : cps) {
+      if (!IsCased(c)) {
+        prev_cased = false;
+        continue;
+      }
+      const bool is_upper = ToLowerCp(c) != c;
+      if (is_upper == prev_cased) return Value::Bool(false);
+      prev_cased = true;
+      cased = true;
+    }
+    return Value::Bool(cased);
+  }
   if (name == "islower" || name == "isupper") {
     bool cased = false;
     for (char32_t c : cps) {

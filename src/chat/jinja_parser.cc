@@ -146,6 +146,7 @@ class Parser {
     if (name == "for") return ParseFor(line);
     if (name == "set") return ParseSet(line);
     if (name == "macro") return ParseMacro(line);
+    if (name == "call") return ParseCallBlock(line);
     if (name == "with") return ParseWith(line);
     if (name == "filter") return ParseFilterBlock(line);
     if (name == "generation") {
@@ -262,6 +263,41 @@ class Parser {
   NodePtr ParseMacro(int line) {
     NodePtr n = Make(NodeKind::kMacro, line);
     n->name = ExpectName();
+    ParseParams(n.get());
+    ExpectBlockEnd();
+    ParseMacroBody(n.get(), "endmacro");
+    if (Peek().kind == Tok::kName && Peek().text == n->name) Next();
+    ExpectBlockEnd();
+    return Finish(std::move(n));
+  }
+
+  NodePtr ParseCallBlock(int line) {
+    NodePtr n = Make(NodeKind::kCallBlock, line);
+    n->name = "caller";
+    if (IsOp("(")) ParseParams(n.get());
+    NodePtr call = ParseExpression(true);
+    if (call->kind != NodeKind::kCall) Fail(line, "expected a call in the call block");
+    ExpectBlockEnd();
+    ParseMacroBody(n.get(), "endcall");
+    ExpectBlockEnd();
+    n->kids.push_back(std::move(call));
+    return Finish(std::move(n));
+  }
+
+  // The body of a macro or call block up to `end_tag` (no enclosing loop; records the use of
+  // caller/varargs/kwargs on `n`).
+  void ParseMacroBody(Node* n, const char* end_tag) {
+    const int saved_loops = loop_depth_;
+    loop_depth_ = 0;
+    macros_.push_back(n);
+    std::string end;
+    n->bodies.push_back(ParseBody({end_tag}, &end));
+    macros_.pop_back();
+    loop_depth_ = saved_loops;
+  }
+
+  // (a, b=default, ...) of a macro or call block: names in targets, defaults (or null) in kids.
+  void ParseParams(Node* n) {
     ExpectOp("(");
     while (!IsOp(")")) {
       if (!n->targets.empty()) ExpectOp(",");
@@ -275,15 +311,6 @@ class Parser {
       }
     }
     ExpectOp(")");
-    ExpectBlockEnd();
-    const int saved_loops = loop_depth_;
-    loop_depth_ = 0;
-    std::string end;
-    n->bodies.push_back(ParseBody({"endmacro"}, &end));
-    loop_depth_ = saved_loops;
-    if (Peek().kind == Tok::kName && Peek().text == n->name) Next();
-    ExpectBlockEnd();
-    return Finish(std::move(n));
   }
 
   // {% filter name(args) | name2 %}...{% endfilter %}: kids[0] is a chain of kFilter nodes whose
@@ -493,6 +520,11 @@ class Parser {
         } else {
           n->kind = NodeKind::kName;
           n->name = t.text;
+          if (!macros_.empty()) {
+            macros_.back()->uses_caller |= t.text == "caller";
+            macros_.back()->uses_varargs |= t.text == "varargs";
+            macros_.back()->uses_kwargs |= t.text == "kwargs";
+          }
         }
         return n;
       }
@@ -686,6 +718,7 @@ class Parser {
   const Options& opt_;
   int depth_ = 0;
   int loop_depth_ = 0;
+  std::vector<Node*> macros_;  // macro and call-block bodies being parsed, innermost last
 };
 
 }  // namespace

@@ -53,7 +53,8 @@ std::vector<Token> Lex(std::string source);
 
 enum class NodeKind {
   // statements
-  kText, kOutput, kIf, kFor, kSet, kSetBlock, kMacro, kBreak, kContinue, kWith, kScope, kFilterBlock,
+  kText, kOutput, kIf, kFor, kSet, kSetBlock, kMacro, kCallBlock, kBreak, kContinue, kWith, kScope,
+  kFilterBlock,
   // expressions
   kLiteral, kName, kAttr, kItem, kSlice, kCall, kFilter, kTest, kNeg, kPos, kNot, kBinary,
   kAnd, kOr, kCompare, kCond, kListLit, kTupleLit, kDictLit,
@@ -76,7 +77,14 @@ struct Node {
   std::vector<Body> bodies;            // if branches (+ else), for body + else, macro body
   bool negated = false;
   bool has_else = false;
+  // Macros: the body names `caller`, `varargs` or `kwargs` (jinja2 then accepts a caller,
+  // extra positional or extra keyword arguments and binds them to those names).
+  bool uses_caller = false;
+  bool uses_varargs = false;
+  bool uses_kwargs = false;
 };
+// A call block {% call(params) macro(args) %}body{% endcall %} is a kCallBlock shaped like a
+// macro named "caller" (targets, defaults in kids, bodies[0]) whose last kid is the call.
 
 // Parses the tokens of a whole template into its top-level body. Throws TemplateError.
 Body ParseTemplate(std::vector<Token> tokens, const Options& options);

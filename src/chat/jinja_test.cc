@@ -174,6 +174,27 @@ TEST(JinjaTest, UndefinedSemantics) {
   EXPECT_TRUE(Fails("{{ d.missing.deeper }}"));
 }
 
+// Issue 17: what real tool templates do with tools = None (jinja2 3.1.6 results).
+TEST(JinjaTest, NoneAndFalsyInputsAsJinja2) {
+  EXPECT_EQ(R("{{ none_value|selectattr('type', 'equalto', 'c')|list|length }}"), "0");
+  EXPECT_EQ(R("{{ none_value|map(attribute='a')|list }}|{{ x|rejectattr('a')|list }}|{{ 0|select|list }}"), "[]|[]|[]");
+  EXPECT_EQ(R("{% for a in x %}{{ a }}{% endfor %}E{{ x|length }}{{ x|join(',') }}"), "E0");
+  EXPECT_TRUE(Fails("{{ none_value|list }}"));
+  EXPECT_TRUE(Fails("{{ none_value|length }}"));
+  EXPECT_TRUE(Fails("{% for t in none_value %}{% endfor %}"));
+  EXPECT_TRUE(Fails("{{ x|int }}"));
+  EXPECT_EQ(R("{{ '%s' % x }}|{{ '%(a)s' % {'a': 1} }}"), "|1");
+}
+
+TEST(JinjaTest, CallBlocksVarargsAndMarkup) {
+  EXPECT_EQ(R("{% macro f(a) %}[{{ caller(a) }}]{% endmacro %}{% call(v) f(3) %}body{{ v }}{% endcall %}"), "[body3]");
+  EXPECT_EQ(R("{% macro g() %}{{ varargs }}{{ kwargs }}{% endmacro %}{{ g(1, k=2) }}"), "(1,){'k': 2}");
+  EXPECT_TRUE(Fails("{% macro h() %}{% endmacro %}{{ h(1) }}"));
+  // Markup + str escapes the str (functionary v3.1's "..."|safe + name); `~` does not.
+  EXPECT_EQ(R("{{ \"<'\"|safe + d.s + '&' }}|{{ \"<'\"|safe ~ d.s }}|{{ ('%s>'|safe) % d.s }}|{{ d.s|e|e }}"),
+            "<'x&#39;y&#34;z&amp;|<'x'y\"z|x&#39;y&#34;z>|x&#39;y&#34;z");
+}
+
 TEST(JinjaTest, GlobalsAndRaise) {
   EXPECT_EQ(R("{{ range(3)|list }}{{ range(1, 7, 2)|list }}{{ dict(a=1) }}{{ strftime_now('%d %b %Y') }}"),
             "[0, 1, 2][1, 3, 5]{'a': 1}26 Jul 2024");
@@ -344,6 +365,71 @@ const char* const kSnippets[] = {
     "{{ 1_000 }}{{ 1.5e3 }}{{ 0.5 }}{{ 00 }}",
     "{{ -f }}{{ +n }}{{ -(1) }}{{ -n|abs }}",
     "{%- macro render(m) -%}\n  [{{ m.role }}]\n{%- endmacro -%}\n{% for m in messages %}{{ render(m) }}{% endfor %}",
+    // None and undefined as jinja2 treats them (issue 17), call blocks, the filters templates use.
+    "{% for a in x %}{{ a }}{% endfor %}E{% for a in d.zz %}{{ a }}{% endfor %}",
+    "{{ none_value|selectattr('type', 'equalto', 'c')|list|length }}|{{ x|selectattr('a')|list }}|{{ none_value|rejectattr('a')|list }}|{{ x|rejectattr('a', 'defined')|list }}",
+    "{{ none_value|map(attribute='a')|list }}|{{ x|map('upper')|list }}|{{ none_value|select|list }}|{{ 0|select|list }}|{{ ''|map('upper')|list }}|{{ x|reject|list }}",
+    "{{ none_value|list }}",
+    "{{ none_value|length }}",
+    "{{ x|length }}{{ x|count }}{{ x|join(',') }}|{{ x|first }}|{{ x|sort }}|{{ x|unique|list }}|{{ x|sum }}|{{ x|min }}|{{ x|reverse|list }}",
+    "{{ x|last }}",
+    "{{ none_value|join(',') }}",
+    "{{ none_value|first }}",
+    "{{ x|items|list }}",
+    "{{ none_value|items|list }}",
+    "{{ x|tojson }}",
+    "{{ none_value|tojson }}{{ x|string }}|{{ x|trim }}|{{ x|upper }}|{{ none_value|trim }}|{{ none_value|upper }}|",
+    "{{ x|int }}",
+    "{{ x|float }}",
+    "{{ x|replace('a', 'b') }}",
+    "{{ x|default('a') }}{{ x is none }}{{ none_value is defined }}{{ none_value|default('a') }}{{ not x }}{{ x == none }}{{ x ~ 'a' }}{{ 'a' in x }}{{ x is iterable }}{{ none_value is iterable }}{{ none_value in [none] }}{{ x is string }}{{ x is mapping }}",
+    "{{ x|dictsort }}",
+    "{{ x + 'a' }}",
+    "{{ x['y'] }}",
+    "{{ d.zz.y }}",
+    "{{ none_value.split }}|{{ none_value.split is defined }}",
+    "{{ none_value.split(',') }}",
+    "{{ messages|selectattr('role', 'equalto', 'user')|list|length }}|{{ messages|map(attribute='content')|select('string')|list }}|{{ messages|map(attribute='zz')|list }}|{{ messages|selectattr('tool_calls', 'defined')|list|length }}|{{ messages|selectattr('tool_calls')|list|length }}",
+    "{% for m in messages %}{{ loop.cycle('a', 'b') }}{{ loop.first }}{{ loop.nextitem is defined }}{{ loop.depth }}{{ loop.depth0 }}{% endfor %}",
+    "{% set ns = namespace(a=1) %}{% set ns.a = ns.a + 1 %}{{ ns.a }}{{ ns.zz is defined }}",
+    "{% macro f(a) %}[{{ caller(a) }}]{% endmacro %}{% call(v) f(3) %}body{{ v }}{% endcall %}",
+    "{% macro g() %}[{{ caller() }}|{{ varargs }}|{{ kwargs }}]{% endmacro %}{% call g(1, 2, k=3) %}b{% endcall %}",
+    "{{ (x or [])|length }}{{ 'a' if x is defined and x else 'b' }}{{ d.get('zz', {}).get('q', 'dflt') }}{{ messages[0].get('content') }}{{ messages[2].get('tool_calls')|length }}",
+    "{{ x.get('a') }}",
+    "{{ [none_value, 1, 0, '', 'a']|select|list }}{{ [none_value, 1]|reject('none')|list }}",
+    "{{ people|selectattr('age', 'gt', 26)|map(attribute='name')|list }}",
+    "{{ people|map(attribute='age')|list }}{{ people|map(attribute='age')|select('defined')|list }}",
+    "{{ x|batch(2)|list }}",
+    "{{ none_value|batch(2)|list }}",
+    "{{ [1,2,3,4,5]|batch(2)|list }}{{ [1,2,3]|batch(2, 'x')|list }}{{ 'hello world foo'|truncate(9) }}{{ 'hello world'|truncate(5, true, '..') }}",
+    "{{ d|dictsort|first }}{{ d.items()|first }}{{ nums|first }}{{ messages|last is mapping }}",
+    "{{ nums|sort|first }}{{ nums|map('string')|join('-') }}{{ [1, [2, 3]]|tojson }}{{ {'a': none_value}|tojson }}{{ (1, 2)|tojson }}",
+    "{{ d.a[2] }}|{{ d.a[2] is none }}|{{ d.a|map('string')|list }}|{{ none_value|string|length }}",
+    "{{ x.y is defined }}",
+    "{% if x is defined %}a{% elif x is none %}b{% else %}c{% endif %}{% if tools is not none and tools|length %}T{% else %}N{% endif %}",
+    "{{ tools|length }}",
+    "{% for t in tools %}{% endfor %}",
+    "{{ documents is none }}{{ tools is none }}{{ add_generation_prompt }}{{ bos_token|length }}",
+    "{{ messages[0].content|trim ~ '|' ~ messages[2].content|string }}{{ messages[2].content is string }}{{ messages[2].content ~ '' }}",
+    "{{ '%s' % none_value }}{{ '%s' % x }}{{ '%d items' % 3 }}{{ \"%s and %s\" % ('a', 'b') }}{{ '%(a)s' % {'a': 1} }}",
+    "{{ 'a,b'.split(',')|length }}{{ 'AbC'.lower() }}{{ 'AbC'.upper() }}{{ 'ab cd'.title() }}{{ 'x'.center(5) }}{{ 'ab'.ljust(4) }}|{{ 'ab'.rjust(4) }}|{{ 'a b'.partition(' ') }}{{ 'ab'.zfill(4) }}",
+    "{{ 'abc'.isalpha() }}{{ '12'.isdigit() }}{{ 'a'.isspace() }}{{ 'Ab'.istitle() }}{{ ' x '.strip() }}{{ 'xax'.strip('x') }}{{ 'a\\nb'.splitlines() }}{{ 'abc'.index('b') }}{{ 'a{x}'.format(x=1) }}",
+    "{{ d.keys()|list }}{{ d.values()|list|length }}{{ d|length }}{{ 'b' in d.keys() }}{{ d.items()|list|length }}{{ {'a': 1}.update }}",
+    "{% set y = d.copy() %}{{ y|length }}",
+    "{{ messages[0]['role'] is string }}{{ messages|length is divisibleby 3 }}{{ messages[-1].role }}{{ messages[1:]|map(attribute='role')|join(',') }}",
+    "{% set parts = [] %}{% for m in messages %}{% set _ = parts.append(m.role) %}{% endfor %}{{ parts }}",
+    "{{ namespace(a=1).a }}{% set ns = namespace() %}{% set ns.l = [] %}{{ ns.l }}",
+    "{{ 1 if none_value else 2 }}{{ none_value or 'z' }}{{ x or 'z' }}{{ x and 'z' }}{{ [] or none_value }}",
+    "{% for a, b in [[1, 2], [3, 4]] %}{{ a }}{{ b }}{% endfor %}{% for k in d %}{{ k }}{% endfor %}{% for c in 'ab' %}{{ c }}{% endfor %}",
+    "{{ range(3)|list }}{{ range(1, 7, 2)|list }}{{ range(3)|length }}{{ [1, 2][5] is defined }}{{ [1,2]|join }}",
+    "{{ x()|list }}",
+    "{{ \"a\" | tojson }}{{ 1.5|tojson }}{{ true|tojson }}{{ none_value|tojson(indent=2) }}{{ {'b': [1, {'c': 2}]}|tojson(indent=2) }}",
+    "{{ d|tojson(indent=2, sort_keys=true) }}{{ {'k': '\u00e9'}|tojson(ensure_ascii=false) }}",
+    "{% set s2 = 'x' %}{% set s2 = s2 + 'y' %}{{ s2 }}{% with a = 1 %}{{ a }}{% endwith %}{{ a is defined }}",
+    "{{ 'abc' is string }}{{ 'abc'[0] }}{{ 'abc'[-1] }}{{ 'abc'|first }}{{ 'abc'|last }}{{ [1, 2]|last }}{{ messages|first|length }}",
+    "{{ 'x' * 0 }}{{ 3 // 2 }}{{ 3 / 1 }}{{ 1e3|int }}{{ '3'|int + 1 }}{{ 10|string ~ 'x' }}{{ 2 * 1.5 }}{{ 1 - 0.1 }}{{ [1, 2] * 2 }}",
+    "{{ messages|rejectattr('role', 'in', ['system', 'user'])|map(attribute='role')|list }}{{ messages|selectattr('content', 'none')|list|length }}",
+    "{{ messages|map(attribute='tool_calls')|list }}{{ messages|map(attribute='tool_calls', default=[])|list }}",
 };
 
 const std::string& Python() {

@@ -47,6 +47,11 @@ Value Value::String(std::string s) {
   v.s_ = std::move(s);
   return v;
 }
+Value Value::Markup(std::string s) {
+  Value v = String(std::move(s));
+  v.markup_ = true;
+  return v;
+}
 Value Value::List(std::vector<Value> items, bool is_tuple) {
   Value v;
   v.kind_ = Kind::kList;
@@ -421,7 +426,11 @@ void ReprContainer(const Value& v, std::string& out, int depth) {
 void Repr(const Value& v, std::string& out, int depth) {
   switch (v.kind()) {
     case Value::Kind::kUndefined: out += "Undefined"; return;
-    case Value::Kind::kString: out += PyStrRepr(v.str()); return;
+    case Value::Kind::kString:
+      if (v.is_markup()) out += "Markup(";
+      out += PyStrRepr(v.str());
+      if (v.is_markup()) out += ")";
+      return;
     case Value::Kind::kList:
     case Value::Kind::kDict: ReprContainer(v, out, depth); return;
     default: out += ToPyStr(v); return;

@@ -23,6 +23,7 @@ struct TemplateOptions {
   std::string messages_file;
   std::string tools_file;
   bool add_generation_prompt = false;
+  bool raw_messages = false;  // pass the messages exactly as the file has them
   std::string bos_token;
   std::string eos_token;
   bool bos_given = false;
@@ -57,6 +58,16 @@ int RunTemplate(const TemplateOptions& o) {
     if (!tools->is_array()) return ReportError(InvalidArgumentError("--tools must hold a JSON array"));
     in.tools = *tools;
   }
+  if (!o.raw_messages) {
+    // As the server does: content null -> "", part lists joined for string-only templates,
+    // tool-call arguments as objects (OpenAI's JSON strings parsed) or as strings for the
+    // templates that concatenate them.
+    const bool has_tools = in.tools.has_value() && !in.tools->empty();
+    StatusOr<ChatTemplate> tmpl = ChatTemplate::FromString(loaded->SourceFor(has_tools));
+    if (!tmpl.ok()) return ReportError(tmpl.status());
+    NormalizeMessageContent(DetectMessageContentForm(*tmpl), &in.messages);
+    NormalizeToolCallArguments(DetectToolCallArgumentsForm(*tmpl), &in.messages);
+  }
   in.add_generation_prompt = o.add_generation_prompt;
   in.bos_token = o.bos_given ? o.bos_token : loaded->bos_token;
   in.eos_token = o.eos_given ? o.eos_token : loaded->eos_token;
@@ -87,6 +98,11 @@ void AddTemplateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--tools", opts->tools_file, "JSON file with an array of tools (OpenAI format)");
   cmd->add_flag("--add-generation-prompt", opts->add_generation_prompt,
                 "End with the assistant header, as for a chat completion");
+  cmd->add_flag("--raw-messages", opts->raw_messages,
+                "Pass the messages exactly as the file has them, as transformers' "
+                "apply_chat_template does (default: as the server passes them: null content as "
+                "\"\", part lists joined for string-only templates, tool-call arguments as "
+                "objects, or as JSON strings for templates that concatenate them)");
   auto* bos = cmd->add_option("--bos-token", opts->bos_token, "bos_token text (default: the model's)");
   auto* eos = cmd->add_option("--eos-token", opts->eos_token, "eos_token text (default: the model's)");
   cmd->callback([opts, exit_code, model, file, bos, eos]() {

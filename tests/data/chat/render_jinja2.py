@@ -57,13 +57,19 @@ def make_env(now):
     return env
 
 
+_compiled = {}  # (now, source) -> Template: compiling dominates; a test renders one template many times
+
+
 def render(case):
     if "source" in case:
         source = case["source"]
     else:
         with open(case["template"], encoding="utf-8") as f:
             source = f.read()
-    template = make_env(case.get("now")).from_string(source)
+    key = (case.get("now"), source)
+    if key not in _compiled:
+        _compiled[key] = make_env(case.get("now")).from_string(source)
+    template = _compiled[key]
     return template.render(messages=case.get("messages", []), tools=case.get("tools"), documents=None,
                            add_generation_prompt=case.get("add_generation_prompt", False),
                            bos_token=case.get("bos_token", ""), eos_token=case.get("eos_token", ""),
