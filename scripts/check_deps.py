@@ -27,6 +27,8 @@ ALLOWED = {
     "sim": {"runtime", "kv", "trace", "base"},
     "plan": {"model", "kv", "tokenizer", "tensor", "base"},
     "chat": {"model", "tokenizer", "base"},
+    "toolcall": {"base"},
+    "grammar": {"base"},
     "http": {"base"},
     "server": {"http", "runtime", "model", "kv", "sampling", "tokenizer", "tensor", "base"},
     "loadgen": {"trace", "base"},
