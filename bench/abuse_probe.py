@@ -391,8 +391,10 @@ def probe_small_items(t):
     start = time.perf_counter()
     r = t.once("POST", "/v1/completions", {"prompt": big, "max_tokens": 1})
     elapsed = time.perf_counter() - start
-    report(r[0] in (400, 413) and elapsed < 2.0, "huge-prompt",
-           f"a {len(big) >> 20} MB prompt: HTTP {r[0]} in {elapsed:.2f} s")
+    # Refused before tokenizing: sending and parsing 28 MB takes 0.4-0.7 s in a Release build
+    # and 2-3 s under ASan on a loaded 2-core machine; tokenizing it would take 15-20 s (Release).
+    report(r[0] in (400, 413) and elapsed < 6.0, "huge-prompt",
+           f"a {len(big) >> 20} MB prompt: HTTP {r[0]} in {elapsed:.2f} s (limit 6 s)")
 
 
 def probe_connection_cap(t, cap):
