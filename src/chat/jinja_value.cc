@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "base/check.h"
+#include "base/utf8.h"
 #include "chat/jinja.h"
 #include "chat/jinja_internal.h"
 
@@ -249,22 +250,10 @@ std::u32string Decode(const std::string& s) {
 }
 
 void AppendUtf8(std::string& out, char32_t cp) {
-  if (cp >= 0xDC80 && cp <= 0xDCFF) {
+  if (cp >= 0xDC80 && cp <= 0xDCFF) {  // a raw byte kept as a lone surrogate (surrogateescape)
     out.push_back(static_cast<char>(cp & 0xFF));
-  } else if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
   } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    ::kvserve::AppendUtf8(static_cast<uint32_t>(cp), &out);
   }
 }
 

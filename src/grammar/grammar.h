@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/utf8.h"
 
 namespace kvserve::grammar {
 
@@ -146,6 +147,6 @@ class CompiledGrammar {
 
 // Decodes one UTF-8 code point from `s` at `*pos`; returns false on invalid UTF-8.
 bool DecodeUtf8(std::string_view s, size_t* pos, uint32_t* cp);
-void AppendUtf8(uint32_t cp, std::string* out);
+using ::kvserve::AppendUtf8;  // base/utf8.h
 
 }  // namespace kvserve::grammar

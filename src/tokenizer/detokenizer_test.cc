@@ -112,7 +112,9 @@ TEST(IncrementalDetokenizer, AnyByteStreamGivesValidUtf8MatchingDecode) {
     EXPECT_TRUE(IsValidUtf8(text));
     // When the whole sequence is valid UTF-8 the streamed text equals Decode.
     const std::string full = tok->Decode(ids);
-    if (IsValidUtf8(full)) EXPECT_EQ(text, full);
+    if (IsValidUtf8(full)) {
+      EXPECT_EQ(text, full);
+    }
   }
 }
 

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/utf8.h"
+
 namespace kvserve {
 
 // Length of the UTF-8 sequence that starts with `lead` judged by the lead byte alone
@@ -23,7 +25,7 @@ int Utf8ValidPrefix(std::string_view s);
 
 // Decodes UTF-8 into code points; each maximal invalid subpart becomes one U+FFFD.
 std::vector<uint32_t> Utf8ToCodepoints(std::string_view s);
-void AppendUtf8(uint32_t cp, std::string* out);
+// AppendUtf8 (encoding) is base/utf8.h's.
 
 struct CodepointFlags {
   bool is_whitespace = false;  // the \s set: \t\n\v\f\r, space, U+0085, U+00A0, Zs, U+2028/9
