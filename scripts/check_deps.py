@@ -21,7 +21,7 @@ ALLOWED = {
     "tokenizer": {"base"},
     "sampling": {"base"},
     "model": {"kernels", "kv", "tokenizer", "tensor", "base"},
-    "runtime": {"model", "kv", "sampling", "tokenizer", "tensor", "base"},
+    "runtime": {"model", "kv", "sampling", "tokenizer", "grammar", "tensor", "base"},
     "eval": {"runtime", "model", "kv", "sampling", "tokenizer", "tensor", "base"},
     "trace": {"base"},
     "sim": {"runtime", "kv", "trace", "base"},
@@ -30,9 +30,10 @@ ALLOWED = {
     "toolcall": {"base"},
     "grammar": {"base"},
     "http": {"base"},
-    "server": {"http", "runtime", "model", "kv", "sampling", "tokenizer", "tensor", "base"},
+    "server": {"http", "runtime", "grammar", "toolcall", "model", "kv", "sampling", "tokenizer",
+               "tensor", "base"},
     "loadgen": {"trace", "base"},
-    "cli": {"server", "http", "chat", "loadgen", "eval", "sim", "trace", "plan", "runtime", "model", "kv",
+    "cli": {"server", "http", "chat", "toolcall", "grammar", "loadgen", "eval", "sim", "trace", "plan", "runtime", "model", "kv",
             "sampling", "tokenizer", "kernels", "tensor", "base"},
 }
 

@@ -28,6 +28,11 @@ class ModelChatTemplates {
   StatusOr<std::string> Render(ChatTemplateInputs inputs) const;
 
   const LoadedChatTemplate& loaded() const { return loaded_; }
+  // The source of the template requests with tools render with (the tool_use variant when the
+  // model has one): where the model's tool-call and reasoning formats show.
+  const std::string& tools_source() const {
+    return (tool_use_.has_value() ? *tool_use_ : *main_).source();
+  }
   bool is_chatml_fallback() const { return loaded_.is_chatml_fallback; }
   // For the start-up banner: "ChatML (the model has none)", "the model's (gguf)" or the file.
   const std::string& description() const { return description_; }

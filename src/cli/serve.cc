@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "chat/model_chat_templates.h"
 #include "cli/cli_util.h"
@@ -26,6 +27,9 @@
 #include "runtime/engine.h"
 #include "runtime/engine_policy.h"
 #include "server/server.h"
+#include "toolcall/parser_selection.h"
+#include "toolcall/template_detect.h"
+#include "toolcall/tool_call_parser.h"
 
 namespace kvserve::cli {
 namespace {
@@ -45,7 +49,57 @@ struct ServeOptions {
   int threads = 0;
   std::string chat_template_path;
   double shutdown_timeout_s = 30.0;
+  bool enable_auto_tool_choice = false;
+  std::string tool_call_parser;  // empty: detected from the chat template
+  std::string reasoning_parser;  // empty: none; "auto": from the chat template
 };
+
+// Tool calls and reasoning (--enable-auto-tool-choice, --tool-call-parser, --reasoning-parser)
+// resolved against the chat template. `owned_parser` keeps the tool_choice "auto" parser.
+StatusOr<ChatOutputConfig> ResolveChatOutput(const ServeOptions& o,
+                                             const ModelChatTemplates& chat,
+                                             std::unique_ptr<toolcall::ToolCallParser>* owned_parser,
+                                             std::string* banner) {
+  ChatOutputConfig config;
+  const std::string& source = chat.tools_source();
+  KV_ASSIGN_OR_RETURN(*owned_parser, toolcall::ResolveToolCallParser(
+                                         o.tool_call_parser, o.enable_auto_tool_choice, source));
+  config.tool_call_parser = owned_parser->get();
+  KV_ASSIGN_OR_RETURN(config.reasoning,
+                      toolcall::ResolveReasoningParser(o.reasoning_parser, source));
+  if (config.tool_call_parser != nullptr) {
+    config.id_style = config.tool_call_parser->id_style();
+  } else if (toolcall::DetectToolCallFormat(source) == "mistral") {
+    config.id_style = toolcall::ToolCallIdStyle::kMistral;
+  }
+  *banner = "tool_choice auto: ";
+  if (config.tool_call_parser != nullptr) {
+    *banner += std::string(config.tool_call_parser->name()) + " parser" +
+               (o.tool_call_parser.empty() ? " (from the chat template)" : "");
+  } else {
+    *banner += "off (--enable-auto-tool-choice)";
+  }
+  *banner += "; tool_choice required / named and structured output: on; reasoning parser: ";
+  *banner += config.reasoning.has_value()
+                 ? config.reasoning->start_tag + "..." + config.reasoning->end_tag
+                 : std::string("off");
+  return config;
+}
+
+// Control tokens whose text the output keeps: the markup the tool-call and reasoning parsers
+// read.
+std::vector<TokenId> MarkupTokenIds(const Tokenizer& tokenizer) {
+  const std::vector<std::string>& texts = toolcall::MarkupTokenTexts();
+  std::vector<TokenId> ids;
+  const VocabSpec& spec = tokenizer.spec();
+  for (size_t id = 0; id < spec.tokens.size(); ++id) {
+    if (!spec.token_types.empty() && spec.token_types[id] != TokenType::kControl) continue;
+    if (std::find(texts.begin(), texts.end(), spec.tokens[id]) != texts.end()) {
+      ids.push_back(static_cast<TokenId>(id));
+    }
+  }
+  return ids;
+}
 
 // Blocks SIGTERM/SIGINT in this thread (and so in every thread started after), and waits for
 // them on a watcher thread that calls `on_signal` once.
@@ -114,6 +168,11 @@ int RunServe(const ServeOptions& o) {
                  "note: the model has no chat template; /v1/chat/completions uses ChatML.\n");
   }
 
+  std::unique_ptr<toolcall::ToolCallParser> tool_call_parser;
+  std::string tools_banner;
+  auto chat_output = ResolveChatOutput(o, *chat, &tool_call_parser, &tools_banner);
+  if (!chat_output.ok()) return ReportError(chat_output.status());
+
   // The API name: the flag, else the --model path (as vLLM), else the built-in model's name
   // without its "(random weights)" note ("builtin-tiny").
   const std::string& model_name = model->config().name;
@@ -147,6 +206,7 @@ int RunServe(const ServeOptions& o) {
   EngineOptions eo;
   static_cast<EngineCoreOptions&>(eo) = config->core;
   eo.tokenizer = tokenizer.get();
+  eo.detokenize_special_ids = MarkupTokenIds(*tokenizer);
   auto engine = Engine::Create(eo, model.get(), &*kv, &pool);
   if (!engine.ok()) return ReportError(engine.status());
   const SchedulerConfig& sc = (*engine)->scheduler_config();
@@ -173,6 +233,7 @@ int RunServe(const ServeOptions& o) {
   so.kv.num_layers = kv->spec.num_layers;
   so.kv.num_kv_heads = kv->spec.num_kv_heads;
   so.kv.scales = kv->storage->scales();
+  so.chat_output = *chat_output;
   so.render_chat = [chat](const openai::ChatRequest& req) -> StatusOr<std::string> {
     ChatTemplateInputs in;
     in.messages = req.messages;
@@ -195,6 +256,7 @@ int RunServe(const ServeOptions& o) {
                static_cast<long long>(o.max_queue_len), eo.enable_prefix_caching ? "on" : "off",
                sc.enable_chunked_prefill ? "on" : "off", threads,
                o.api_key.empty() ? "off" : "required", chat->description().c_str());
+  std::fprintf(stderr, "serve: %s\n", tools_banner.c_str());
   std::fprintf(stderr,
                "serve: HTTP: --max-connections %lld, request body <= %s, header <= %s; "
                "deadlines: header %.0f s, body %.0f s, keep-alive idle %.0f s\n",
@@ -282,6 +344,22 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--chat-template", o->chat_template_path,
                   "Jinja chat template file overriding the model's (default: the model's, else "
                   "ChatML)");
+  cmd->add_flag("--enable-auto-tool-choice", o->enable_auto_tool_choice,
+               "Parse tool calls from the model's output for requests with tools and "
+               "tool_choice \"auto\" (vLLM's flag); tool_choice \"required\" or a named function "
+               "works without it");
+  {
+    std::string names;
+    for (const std::string& n : toolcall::ToolCallParserNames()) names += (names.empty() ? "" : ", ") + n;
+    cmd->add_option("--tool-call-parser", o->tool_call_parser,
+                    "The model's tool-call format (" + names +
+                        "); default: detected from the chat template. Needs "
+                        "--enable-auto-tool-choice");
+  }
+  cmd->add_option("--reasoning-parser", o->reasoning_parser,
+                  "Split <think>...</think> (or the model's reasoning markers) into "
+                  "reasoning_content: deepseek_r1, qwen3, command_r, mistral, or auto (from the "
+                  "chat template)");
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout_s,
                   "On SIGTERM/SIGINT: seconds in-flight requests may take to finish before they "
                   "are aborted")

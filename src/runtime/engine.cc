@@ -82,6 +82,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, L
       if (o.tokenizer->IsEndOfGeneration(t)) o.scheduler.eos_token_ids.push_back(t);
     }
   }
+  if (o.grammar_vocabulary == nullptr && o.tokenizer != nullptr) {
+    o.grammar_vocabulary = grammar::TokenTrie::Build(
+        GrammarVocabulary(*o.tokenizer, o.scheduler.eos_token_ids));
+  }
   KV_ASSIGN_OR_RETURN(std::unique_ptr<EngineCore> core, EngineCore::Create(o, model, kv, pool));
   o.scheduler = core->scheduler_config();
   std::unique_ptr<Engine> engine(new Engine(o, kv, std::move(core)));
@@ -92,7 +96,14 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, L
 
 Engine::Engine(const EngineOptions& options, PagedKvCache* kv, std::unique_ptr<EngineCore> core)
     : options_(options), kv_cache_(kv), core_(std::move(core)),
-      inbox_(std::make_shared<Inbox>()) {}
+      inbox_(std::make_shared<Inbox>()) {
+  if (options_.tokenizer != nullptr) {
+    render_special_.assign(static_cast<size_t>(options_.tokenizer->vocab_size()), 0);
+    for (TokenId t : options_.detokenize_special_ids) {
+      if (t >= 0 && t < options_.tokenizer->vocab_size()) render_special_[static_cast<size_t>(t)] = 1;
+    }
+  }
+}
 
 Engine::~Engine() {
   {
@@ -191,7 +202,8 @@ void Engine::handle(Command& c) {
   live.stops = c.input.stop;
   for (const std::string& s : live.stops) live.max_stop_len = std::max(live.max_stop_len, s.size());
   if (options_.tokenizer != nullptr) {
-    live.detok = std::make_unique<IncrementalDetokenizer>(options_.tokenizer);
+    live.detok =
+        std::make_unique<IncrementalDetokenizer>(options_.tokenizer, &render_special_);
     // Prime with the prompt so the continuation decodes as it would after it.
     for (TokenId t : c.input.prompt_ids) live.detok->Push(t);
   }

@@ -35,6 +35,10 @@ using EngineClock = std::chrono::steady_clock;
 struct EngineOptions : EngineCoreOptions {
   // For stop strings and the text of outputs (optional; not owned, must outlive the engine).
   const Tokenizer* tokenizer = nullptr;
+  // Control tokens whose text the output keeps (tool-call and reasoning markup such as
+  // <|python_tag|> or [TOOL_CALLS], which the tool-call parsers read); other control tokens
+  // have no text.
+  std::vector<TokenId> detokenize_special_ids;
 };
 
 // One piece of a request's output, as the engine published it after a step.
@@ -180,6 +184,7 @@ class Engine {
   void publish_stats();
 
   EngineOptions options_;
+  std::vector<uint8_t> render_special_;  // per token id: options_.detokenize_special_ids
   PagedKvCache* kv_cache_;
   std::unique_ptr<EngineCore> core_;
   std::unordered_map<SeqId, Live> live_;

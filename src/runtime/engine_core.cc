@@ -33,7 +33,8 @@ EngineCore::EngineCore(const EngineCoreOptions& options, LlamaModel* model, Page
   kvo.block_size = kv->spec.block_size;
   kvo.enable_prefix_caching = options.enable_prefix_caching;
   kv_ = std::make_unique<KvCacheManager>(kvo);
-  runner_ = std::make_unique<ModelRunner>(model, kv->storage.get(), pool);
+  runner_ = std::make_unique<ModelRunner>(model, kv->storage.get(), pool,
+                                          options.grammar_vocabulary);
 #ifndef NDEBUG
   options_.check_invariants = true;
 #endif
@@ -47,6 +48,16 @@ Status EngineCore::ValidateInput(const RequestInput& input) const {
       return InvalidArgumentError("prompt token id " + std::to_string(t) +
                                   " is outside the vocabulary (" + std::to_string(vocab_size) +
                                   " tokens)");
+    }
+  }
+  if (input.grammar != nullptr) {
+    if (options_.grammar_vocabulary == nullptr) {
+      return InvalidArgumentError("structured output needs the model's tokenizer, which this "
+                                  "engine was not given");
+    }
+    if (options_.grammar_vocabulary->vocab_size() > vocab_size) {
+      return InvalidArgumentError("structured output: the tokenizer has more tokens than the "
+                                  "model's vocabulary");
     }
   }
   return OkStatus();

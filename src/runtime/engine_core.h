@@ -33,6 +33,10 @@ struct EngineCoreOptions {
   // Called after every token-eviction compaction (engine thread) with the request and what it
   // kept; for tracing and tests. Unset: nothing.
   std::function<void(SeqId, const KvCompaction&)> on_compaction;
+  // The tokenizer's vocabulary as a byte trie (GrammarVocabulary), needed by requests with a
+  // grammar (structured output); null: such requests are refused. Engine::Create builds it
+  // from its tokenizer.
+  std::shared_ptr<const grammar::TokenTrie> grammar_vocabulary;
 };
 
 // What one step() did.
@@ -86,6 +90,9 @@ class EngineCore {
   // The KV footprint of a finished request (its RequestOutput's num_kv_tokens/num_kv_blocks)
   // as memory stats: the blocks it held as "in use", the rest of the cache as it is now.
   KvMemoryStats finished_sequence_memory_stats(const RequestOutput& finished) const;
+
+  // Structured-output requests holding a grammar state (0 once they all finished).
+  int64_t num_grammar_states() const { return runner_->num_grammar_states(); }
 
   void check_invariants() const { scheduler_->check_invariants(); }
 

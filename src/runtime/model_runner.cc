@@ -8,12 +8,16 @@
 
 namespace kvserve {
 
-ModelRunner::ModelRunner(LlamaModel* model, KvStorage* storage, ThreadPool* pool)
+ModelRunner::ModelRunner(LlamaModel* model, KvStorage* storage, ThreadPool* pool,
+                         std::shared_ptr<const grammar::TokenTrie> grammar_vocabulary)
     : model_(model),
       storage_(storage),
       pool_(pool),
       attention_mass_(model->config().num_layers, storage->spec().num_kv_heads) {
   KV_CHECK(model_ != nullptr && storage_ != nullptr);
+  if (grammar_vocabulary != nullptr) {
+    structured_ = std::make_unique<StructuredDecoder>(std::move(grammar_vocabulary));
+  }
 }
 
 StatusOr<ModelOutput> ModelRunner::execute(const SchedulerOutput& out, const Scheduler& scheduler,
@@ -21,6 +25,7 @@ StatusOr<ModelOutput> ModelRunner::execute(const SchedulerOutput& out, const Sch
   for (SeqId id : out.finished_ids) {
     samplers_.erase(id);
     attention_mass_.erase(id);
+    if (structured_ != nullptr) structured_->Erase(id);
   }
   for (SeqId id : out.preempted_ids) attention_mass_.erase(id);  // recomputed from slot 0
   ModelOutput result;
@@ -92,7 +97,21 @@ StatusOr<ModelOutput> ModelRunner::execute(const SchedulerOutput& out, const Sch
     float* row = logits_.data() + (rs.first_row + rs.num_prompt_rows) * vocab;
     const int32_t num_logprobs = r->input().logprobs;
     if (num_logprobs >= 0) raw_row_.assign(row, row + vocab);  // Sample() changes the row
+    const std::shared_ptr<const grammar::CompiledGrammar>& grammar = r->input().grammar;
+    if (grammar != nullptr) {
+      KV_CHECK(structured_ != nullptr) << "request " << s.id << " has a grammar; the runner has "
+                                       << "no grammar vocabulary";
+      if (structured_->Constrain(s.id, grammar, r->output_ids(), row, vocab) == 0) {
+        result.grammar_errors[s.id] =
+            "structured output: no token of the vocabulary can continue the output under its "
+            "grammar";
+        continue;
+      }
+    }
     const TokenId token = it->second->Sample(row, vocab, r->prompt_ids(), r->output_ids());
+    if (grammar != nullptr && structured_->Advance(s.id, token)) {
+      result.grammar_stopped.insert(s.id);
+    }
     result.sampled[s.id] = token;
     if (num_logprobs >= 0) {
       result.logprobs[s.id] = ComputeLogprobs(raw_row_.data(), vocab, token, num_logprobs);

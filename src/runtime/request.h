@@ -4,9 +4,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "grammar/grammar.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/token_eviction.h"
 #include "sampling/sampler.h"
@@ -52,6 +54,10 @@ struct RequestInput {
   // Token eviction (docs/kv-eviction.md): method none keeps every token's KV. Must pass
   // KvEvictionPolicy::Validate().
   KvEvictionPolicy kv_policy;
+  // Structured output (runtime/structured_decoding.h): every sampled token is one the grammar
+  // allows, and an end-of-generation token only once the grammar is complete. Null: none.
+  // Needs an engine with a grammar vocabulary (EngineCoreOptions::grammar_vocabulary).
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
 
   bool is_scoring() const { return max_tokens == 0 && prompt_logits_start >= 0; }
 };

@@ -363,7 +363,10 @@ std::vector<RequestOutput> Scheduler::update(const SchedulerOutput& output,
       result.prompt_logits = std::move(pl->second);
     }
     FinishReason reason = FinishReason::kNone;
-    if (s.samples) {
+    if (auto err = model.grammar_errors.find(s.id); s.samples && err != model.grammar_errors.end()) {
+      reason = FinishReason::kError;
+      result.error = err->second;
+    } else if (s.samples) {
       auto sampled = model.sampled.find(s.id);
       KV_CHECK(sampled != model.sampled.end()) << "no sampled token for request " << s.id;
       const TokenId token = sampled->second;
@@ -373,6 +376,10 @@ std::vector<RequestOutput> Scheduler::update(const SchedulerOutput& output,
         result.logprobs.push_back(lp->second);
       }
       reason = check_stop(r, token);
+      if (reason == FinishReason::kNone && model.grammar_stopped.count(s.id) != 0) {
+        r->set_stop_token(token);
+        reason = FinishReason::kStop;
+      }
     } else if (r->input().is_scoring() && r->num_computed_tokens() == r->num_tokens()) {
       reason = FinishReason::kLength;  // the prompt is scored: nothing to sample
     } else if (result.prompt_logits.num_rows == 0) {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "base/status.h"
@@ -80,6 +81,11 @@ struct ModelOutput {
   std::unordered_map<SeqId, SampledLogprobs> logprobs;
   // For the sequences that asked for prompt logits and computed some of those positions.
   std::unordered_map<SeqId, PromptLogits> prompt_logits;
+  // Structured output: sequences whose grammar accepted the sampled end-of-generation token
+  // (they stop even with ignore_eos), and sequences whose grammar no token could continue
+  // (they sampled nothing and end with kError and this message).
+  std::unordered_set<SeqId> grammar_stopped;
+  std::unordered_map<SeqId, std::string> grammar_errors;
 };
 
 // What a step did to one request, for the engine to publish (stream tokens, end streams).

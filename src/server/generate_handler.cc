@@ -57,6 +57,8 @@ struct OpenAiServer::Generation {
     EngineClock::time_point last_token_time{};
     openai::CompletionLogprobs completion_logprobs;
     Json chat_logprobs = Json::array();
+    // Streamed chat choices with tools or reasoning: the parser the text goes through.
+    std::unique_ptr<toolcall::ChatOutputStream> output;
   };
 
   Generation(OpenAiServer* s, int64_t num_slots) : server(s), slots(num_slots) {}
@@ -77,6 +79,8 @@ struct OpenAiServer::Generation {
   int64_t created = 0;
   std::string model;
   openai::GenerationParams params;
+  ChatOutputPlan plan;  // chat: how the text becomes the message
+  toolcall::ToolCallIdGenerator tool_call_ids = toolcall::ToolCallIdGenerator::FromRandomDevice();
   std::vector<Choice> choices;
   std::vector<int64_t> prompt_lengths;
 
@@ -205,7 +209,15 @@ struct OpenAiServer::Generation {
     for (const Choice& c : choices) {
       if (c.finish == FinishReason::kError) return InternalError("generation failed: " + c.error);
       Json choice = {{"index", c.index}, {"finish_reason", FinishReasonName(c.finish)}};
-      if (chat) {
+      if (chat && !plan.plain()) {
+        const toolcall::ChatOutput message =
+            toolcall::ParseChatOutput(c.text, plan.options, tool_call_ids);
+        choice["message"] = toolcall::OpenAiMessageJson(message);
+        if (!message.tool_calls.empty() && c.finish == FinishReason::kStop) {
+          choice["finish_reason"] = "tool_calls";
+        }
+        choice["logprobs"] = want_logprobs ? Json{{"content", c.chat_logprobs}} : Json();
+      } else if (chat) {
         choice["message"] = {{"role", "assistant"}, {"content", c.text}};
         choice["logprobs"] = want_logprobs ? Json{{"content", c.chat_logprobs}} : Json();
       } else {
@@ -233,28 +245,56 @@ struct OpenAiServer::Generation {
     return chunk;
   }
 
-  // Streamed: applies an engine event to choice c; returns its chunk, or nothing when the
-  // event carries nothing to say (no text, no logprobs asked for, not the end).
-  std::optional<Json> event_chunk(Choice& c, const StreamEvent& ev) {
+  Json chunk_of(Json choice) const {
+    Json chunk = chunk_base();
+    chunk["choices"] = Json::array({std::move(choice)});
+    if (params.include_usage) chunk["usage"] = nullptr;
+    return chunk;
+  }
+
+  // Streamed: applies an engine event to choice c; returns its chunks: none when the event
+  // carries nothing to say (no text, no logprobs asked for, not the end); with a tool-call or
+  // reasoning parser one per delta it produced (the last carries the logprobs and the finish).
+  std::vector<Json> event_chunks(Choice& c, const StreamEvent& ev) {
     const bool want_logprobs = params.logprobs >= 0;
     Json chat_lp = Json::array();
     openai::CompletionLogprobs completion_lp;
     const std::string text = apply(c, ev, &chat_lp, &completion_lp);
     const bool has_tokens = !ev.token_ids.empty();
-    if (text.empty() && !ev.finished() && !(want_logprobs && has_tokens)) return std::nullopt;
-    Json choice = {{"index", c.index}};
-    if (chat) {
-      choice["delta"] = text.empty() && ev.finished() ? Json::object() : Json{{"content", text}};
-      choice["logprobs"] = want_logprobs && has_tokens ? Json{{"content", chat_lp}} : Json();
-    } else {
-      choice["text"] = text;
-      choice["logprobs"] = want_logprobs && has_tokens ? completion_lp.json() : Json();
+    const bool send_logprobs = want_logprobs && has_tokens;
+    std::vector<Json> deltas;  // chat delta objects
+    if (c.output != nullptr) {
+      std::vector<toolcall::OutputDelta> parsed;
+      if (!text.empty()) c.output->Feed(text, &parsed);
+      if (ev.finished()) c.output->Finish(&parsed);
+      for (const toolcall::OutputDelta& d : parsed) deltas.push_back(toolcall::OpenAiDeltaJson(d));
+    } else if (!text.empty()) {
+      deltas.push_back(Json{{"content", text}});
     }
-    choice["finish_reason"] = ev.finished() ? Json(FinishReasonName(c.finish)) : Json();
-    Json chunk = chunk_base();
-    chunk["choices"] = Json::array({choice});
-    if (params.include_usage) chunk["usage"] = nullptr;
-    return chunk;
+    if (!chat) {
+      if (text.empty() && !ev.finished() && !send_logprobs) return {};
+      Json choice = {{"index", c.index}, {"text", text}};
+      choice["logprobs"] = send_logprobs ? completion_lp.json() : Json();
+      choice["finish_reason"] = ev.finished() ? Json(FinishReasonName(c.finish)) : Json();
+      return {chunk_of(std::move(choice))};
+    }
+    if (deltas.empty() && !ev.finished() && !send_logprobs) return {};
+    if (deltas.empty()) deltas.push_back(Json::object());
+    std::vector<Json> chunks;
+    for (size_t i = 0; i < deltas.size(); ++i) {
+      const bool last = i + 1 == deltas.size();
+      Json choice = {{"index", c.index}, {"delta", std::move(deltas[i])}};
+      choice["logprobs"] = last && send_logprobs ? Json{{"content", chat_lp}} : Json();
+      Json finish;
+      if (last && ev.finished()) {
+        const bool called = c.output != nullptr && c.output->num_tool_calls() > 0;
+        finish = called && c.finish == FinishReason::kStop ? "tool_calls"
+                                                           : FinishReasonName(c.finish);
+      }
+      choice["finish_reason"] = finish;
+      chunks.push_back(chunk_of(std::move(choice)));
+    }
+    return chunks;
   }
 
   // Streamed: writes the whole SSE response (role chunks, event chunks or `: ping` while
@@ -278,13 +318,15 @@ struct OpenAiServer::Generation {
         continue;
       }
       Choice& c = choices[which];
-      const std::optional<Json> chunk = event_chunk(c, ev);
+      const std::vector<Json> chunks = event_chunks(c, ev);
       if (c.finish == FinishReason::kError) {
         send(Json{{"error", openai::ErrorBody(500, "generation failed: " + c.error)["error"]}});
         sink.EndStream();
         return true;
       }
-      if (chunk.has_value() && !send(*chunk)) return false;
+      for (const Json& chunk : chunks) {
+        if (!send(chunk)) return false;
+      }
     }
     if (params.include_usage) {
       Json chunk = chunk_base();
@@ -311,10 +353,18 @@ void OpenAiServer::handle_generate(const Request& req, Response& res, Writer& wr
                                          .render_chat = &options_.render_chat,
                                          .served_model_name = options_.served_model_name,
                                          .max_model_len = engine_->scheduler_config().max_model_len,
-                                         .kv_policy = options_.kv_policy};
+                                         .kv_policy = options_.kv_policy,
+                                         .grammar_cache = &grammar_cache_};
   auto inputs = BuildEngineInputs(*request, input_options, &perr);
   if (!inputs.ok()) return reply_status(res, inputs.status(), perr);
-  auto gen = submit_generation(*request, std::move(inputs).value());
+  ChatOutputPlan plan;
+  if (chat) {
+    auto planned = PlanChatOutput(request->chat_request, options_.chat_output,
+                                  inputs->grammar != nullptr, inputs->chat_prompt_text, &perr);
+    if (!planned.ok()) return reply_status(res, planned.status(), perr);
+    plan = std::move(planned).value();
+  }
+  auto gen = submit_generation(*request, std::move(inputs).value(), std::move(plan));
   if (!gen.ok()) return reply_status(res, gen.status());
   if (request->params().stream) {
     respond_streaming(**gen, writer);
@@ -324,7 +374,7 @@ void OpenAiServer::handle_generate(const Request& req, Response& res, Writer& wr
 }
 
 StatusOr<std::shared_ptr<OpenAiServer::Generation>> OpenAiServer::submit_generation(
-    const GenerateRequest& request, EngineInputs inputs) {
+    const GenerateRequest& request, EngineInputs inputs, ChatOutputPlan plan) {
   const int64_t num_choices = static_cast<int64_t>(inputs.choices.size());
   if (num_choices > max_in_flight_) {  // can never fit, however long the client waits
     return InvalidArgumentError(
@@ -340,6 +390,7 @@ StatusOr<std::shared_ptr<OpenAiServer::Generation>> OpenAiServer::submit_generat
   gen->created = openai::UnixNow();
   gen->model = options_.served_model_name;
   gen->params = request.params();
+  gen->plan = std::move(plan);
   gen->prompt_lengths = inputs.prompt_lengths;
   for (EngineInputs::Choice& in : inputs.choices) {
     auto stream = engine_->submit(std::move(in.input));
@@ -351,6 +402,10 @@ StatusOr<std::shared_ptr<OpenAiServer::Generation>> OpenAiServer::submit_generat
     c.num_prompt_tokens = inputs.prompt_lengths[static_cast<size_t>(in.prompt_index)];
     c.kv_eviction = in.input.kv_policy.method;
     c.stream = std::move(stream).value();
+    if (request.chat && !gen->plan.plain() && request.params().stream) {
+      c.output = std::make_unique<toolcall::ChatOutputStream>(gen->plan.options,
+                                                              &gen->tool_call_ids);
+    }
     track(c.stream->id());
     gen->choices.push_back(std::move(c));
   }

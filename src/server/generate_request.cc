@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "base/check.h"
+#include "server/structured_output.h"
 
 namespace kvserve {
 
@@ -47,14 +48,15 @@ Status CheckPromptBytes(size_t num_bytes, const Tokenizer& tok, int64_t max_prom
 StatusOr<std::vector<std::vector<TokenId>>> TokenizePrompts(const GenerateRequest& request,
                                                             const EngineInputOptions& options,
                                                             int64_t max_prompt_tokens,
-                                                            openai::ParamError* error) {
+                                                            openai::ParamError* error,
+                                                            std::string* chat_prompt_text) {
   const Tokenizer& tok = *options.tokenizer;
   std::vector<std::vector<TokenId>> prompts;
   if (request.chat) {
     static const ChatRenderer kNone;
     auto ids = TokenizeChat(request.chat_request,
                             options.render_chat != nullptr ? *options.render_chat : kNone, tok,
-                            error, max_prompt_tokens);
+                            error, max_prompt_tokens, chat_prompt_text);
     if (!ids.ok()) return ids.status();
     prompts.push_back(std::move(ids).value());
     return prompts;
@@ -143,13 +145,16 @@ StatusOr<GenerateRequest> ParseGenerateRequest(std::string_view body, bool chat,
 StatusOr<std::vector<TokenId>> TokenizeChat(const openai::ChatRequest& request,
                                             const ChatRenderer& render_chat,
                                             const Tokenizer& tokenizer, openai::ParamError* error,
-                                            int64_t max_prompt_tokens) {
+                                            int64_t max_prompt_tokens, std::string* prompt_text) {
   if (!render_chat) return Fail(error, "this server has no chat template");
   auto text = render_chat(request);
   if (!text.ok()) return Fail(error, "chat template: " + text.status().message(), "messages");
   KV_RETURN_IF_ERROR(
       CheckPromptBytes(text->size(), tokenizer, max_prompt_tokens, "messages", error));
-  return tokenizer.Encode(*text, EncodeOptions{.add_bos = false, .parse_special = true});
+  std::vector<TokenId> ids =
+      tokenizer.Encode(*text, EncodeOptions{.add_bos = false, .parse_special = true});
+  if (prompt_text != nullptr) *prompt_text = std::move(text).value();
+  return ids;
 }
 
 StatusOr<KvEvictionPolicy> ApplyKvPolicy(const KvEvictionPolicy& server_default,
@@ -186,11 +191,16 @@ StatusOr<EngineInputs> BuildEngineInputs(const GenerateRequest& request,
   // StreamingLLM positions tokens within its window: any length runs (the engine checks that
   // the window fits the context).
   const bool streaming = policy->method == KvEvictionMethod::kStreaming;
+  EngineInputs out;
   auto prompts = TokenizePrompts(request, options,
-                                 streaming ? INT64_MAX : options.max_model_len - 1, error);
+                                 streaming ? INT64_MAX : options.max_model_len - 1, error,
+                                 &out.chat_prompt_text);
   if (!prompts.ok()) return prompts.status();
   KV_RETURN_IF_ERROR(CheckAgainstModel(request, *prompts, options, !streaming, error));
-  EngineInputs out;
+  auto grammar = RequestGrammar(params, request.chat ? &request.chat_request : nullptr,
+                                options.grammar_cache, error);
+  if (!grammar.ok()) return grammar.status();
+  out.grammar = *grammar;
   for (size_t p = 0; p < prompts->size(); ++p) {
     const std::vector<TokenId>& ids = (*prompts)[p];
     const int64_t len = static_cast<int64_t>(ids.size());
@@ -216,6 +226,7 @@ StatusOr<EngineInputs> BuildEngineInputs(const GenerateRequest& request,
       in.cache_salt = params.cache_salt;
       in.logprobs = params.logprobs;
       in.kv_policy = *policy;
+      in.grammar = out.grammar;
       out.choices.push_back(std::move(c));
     }
   }

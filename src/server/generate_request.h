@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,10 +49,12 @@ StatusOr<GenerateRequest> ParseGenerateRequest(std::string_view body, bool chat,
 // tokenized with special tokens recognised and without an extra BOS (the template writes it).
 // Shared by generation and /tokenize. A rendered text whose byte length alone proves it has
 // more than max_prompt_tokens tokens (CheckPromptBytes) is refused before tokenizing.
+// prompt_text (optional): the rendered text.
 StatusOr<std::vector<TokenId>> TokenizeChat(const openai::ChatRequest& request,
                                             const ChatRenderer& render_chat,
                                             const Tokenizer& tokenizer, openai::ParamError* error,
-                                            int64_t max_prompt_tokens = INT64_MAX);
+                                            int64_t max_prompt_tokens = INT64_MAX,
+                                            std::string* prompt_text = nullptr);
 
 // What BuildEngineInputs needs from the server. Borrowed: must outlive the call.
 struct EngineInputOptions {
@@ -60,6 +63,8 @@ struct EngineInputOptions {
   std::string served_model_name;  // the only `model` a request may name (or omit)
   int64_t max_model_len = 0;      // prompt + max_tokens must fit
   KvEvictionPolicy kv_policy;     // the server's default (--kv-eviction ...)
+  // Compiles structured-output grammars (thread-safe); null: requests with one are refused.
+  grammar::GrammarCache* grammar_cache = nullptr;
 };
 
 // The server's default policy with a request's "kv_policy" fields applied, validated;
@@ -76,12 +81,16 @@ struct EngineInputs {
   };
   std::vector<int64_t> prompt_lengths;  // tokens of each prompt
   std::vector<Choice> choices;
+  std::string chat_prompt_text;  // a chat request's rendered prompt
+  // The grammar every choice's output must match (RequestGrammar), or null.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
 };
 
 // Step 2: GenerateRequest -> EngineInputs: renders the chat template or tokenizes the
 // prompts, then checks what needs the model (token ids in the vocabulary, the model name,
-// prompt and max_tokens within max_model_len) and fills each choice's RequestInput (the
-// default max_tokens, seed + j with a seed, else a random seed per choice).
+// prompt and max_tokens within max_model_len), compiles the request's grammar and fills each
+// choice's RequestInput (the default max_tokens, seed + j with a seed, else a random seed per
+// choice).
 StatusOr<EngineInputs> BuildEngineInputs(const GenerateRequest& request,
                                          const EngineInputOptions& options,
                                          openai::ParamError* error);

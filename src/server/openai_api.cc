@@ -1,5 +1,6 @@
 #include "server/openai_api.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -89,6 +90,77 @@ class Reader {
   const Json& body_;
   ParamError* error_;
 };
+
+// The structured-output fields (GenerationParams::guided): at most one may be given.
+Status ParseGuided(Reader& r, GenerationParams* p) {
+  using grammar::GrammarKind;
+  auto set = [&](const char* param, GrammarKind kind, std::string text) -> Status {
+    if (p->guided.has_value()) {
+      return r.fail(param, std::string("'") + param + "' and '" + p->guided_param +
+                               "' both constrain the output; give one of them");
+    }
+    p->guided = grammar::GrammarSpec{kind, std::move(text)};
+    p->guided_param = param;
+    return OkStatus();
+  };
+  // A schema given as an object or as its JSON text.
+  auto schema_text = [&](const char* param, const Json& v, std::string* text) -> Status {
+    if (v.is_object() || v.is_boolean()) {
+      *text = v.dump();
+    } else if (v.is_string()) {
+      *text = v.get<std::string>();
+    } else {
+      return r.fail(param, std::string("'") + param + "' must be a JSON schema (an object)");
+    }
+    return OkStatus();
+  };
+  if (r.has("response_format")) {
+    const Json& rf = r.at("response_format");
+    const std::string type = rf.is_object() && rf.contains("type") && rf["type"].is_string()
+                                 ? rf["type"].get<std::string>()
+                                 : "";
+    if (type == "json_object") {
+      KV_RETURN_IF_ERROR(set("response_format", GrammarKind::kJsonObject, ""));
+    } else if (type == "json_schema") {
+      const Json* js = rf.contains("json_schema") ? &rf["json_schema"] : nullptr;
+      if (js == nullptr || !js->is_object() || !js->contains("schema")) {
+        return r.fail("response_format.json_schema",
+                      "'response_format' of type json_schema needs 'json_schema': {\"name\": "
+                      "..., \"schema\": {...}}");
+      }
+      std::string text;
+      KV_RETURN_IF_ERROR(schema_text("response_format.json_schema.schema", (*js)["schema"], &text));
+      KV_RETURN_IF_ERROR(set("response_format", GrammarKind::kJsonSchema, std::move(text)));
+    } else if (type != "text") {
+      return r.fail("response_format",
+                    "'response_format' must be {\"type\": \"text\"}, {\"type\": "
+                    "\"json_object\"} or {\"type\": \"json_schema\", \"json_schema\": {...}}");
+    }
+  }
+  for (const char* key : {"guided_json", "json_schema"}) {
+    if (!r.has(key)) continue;
+    std::string text;
+    KV_RETURN_IF_ERROR(schema_text(key, r.at(key), &text));
+    KV_RETURN_IF_ERROR(set(key, GrammarKind::kJsonSchema, std::move(text)));
+  }
+  if (r.has("guided_regex")) {
+    if (!r.at("guided_regex").is_string()) return r.fail("guided_regex", "'guided_regex' must be a string");
+    KV_RETURN_IF_ERROR(set("guided_regex", GrammarKind::kRegex, r.at("guided_regex").get<std::string>()));
+  }
+  if (r.has("guided_choice")) {
+    const Json& v = r.at("guided_choice");
+    bool strings = v.is_array() && !v.empty();
+    for (const Json& x : v) strings = strings && x.is_string();
+    if (!strings) return r.fail("guided_choice", "'guided_choice' must be a non-empty array of strings");
+    KV_RETURN_IF_ERROR(set("guided_choice", GrammarKind::kChoice, v.dump()));
+  }
+  for (const char* key : {"guided_grammar", "grammar"}) {
+    if (!r.has(key)) continue;
+    if (!r.at(key).is_string()) return r.fail(key, std::string("'") + key + "' must be a string (GBNF)");
+    KV_RETURN_IF_ERROR(set(key, GrammarKind::kGbnf, r.at(key).get<std::string>()));
+  }
+  return OkStatus();
+}
 
 // Fields shared by both endpoints. max_tokens_keys: the names that set max_tokens.
 Status ParseGenerationParams(const Json& body, Reader& r, bool chat, GenerationParams* p) {
@@ -197,13 +269,7 @@ Status ParseGenerationParams(const Json& body, Reader& r, bool chat, GenerationP
     }
     p->kv_policy = f;
   }
-  if (r.has("response_format")) {
-    const Json& rf = r.at("response_format");
-    if (!rf.is_object() || !rf.contains("type") || rf["type"] != "text") {
-      return r.fail("response_format", "only 'response_format': {\"type\": \"text\"} is supported");
-    }
-  }
-  return OkStatus();
+  return ParseGuided(r, p);
 }
 
 Status CheckObject(const Json& body, ParamError* error) {
@@ -307,6 +373,86 @@ StatusOr<CompletionRequest> ParseCompletionRequest(const Json& body, ParamError*
   return req;
 }
 
+namespace {
+
+// tools, tool_choice, parallel_tool_calls (ChatRequest's fields).
+Status ParseTools(Reader& r, ChatRequest* req) {
+  std::vector<std::string> names;
+  if (r.has("tools")) {
+    const Json& tools = r.at("tools");
+    if (!tools.is_array()) return r.fail("tools", "'tools' must be an array");
+    for (size_t i = 0; i < tools.size(); ++i) {
+      const Json& t = tools[i];
+      const std::string where = "tools[" + std::to_string(i) + "]";
+      if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") ||
+          !t["function"].is_object()) {
+        return r.fail(where, where + " must be {\"type\": \"function\", \"function\": {...}}");
+      }
+      const Json& fn = t["function"];
+      if (!fn.contains("name") || !fn["name"].is_string() || fn["name"].get<std::string>().empty()) {
+        return r.fail(where + ".function.name", where + ".function.name must be a non-empty string");
+      }
+      const std::string name = fn["name"].get<std::string>();
+      if (std::find(names.begin(), names.end(), name) != names.end()) {
+        return r.fail(where + ".function.name", "two tools are named '" + name + "'");
+      }
+      names.push_back(name);
+      if (fn.contains("parameters") && !fn["parameters"].is_object() && !fn["parameters"].is_null()) {
+        return r.fail(where + ".function.parameters",
+                      where + ".function.parameters must be a JSON schema (an object)");
+      }
+    }
+    req->tools = tools;
+  }
+  req->tool_choice = names.empty() ? ToolChoice::kNone : ToolChoice::kAuto;
+  if (r.has("tool_choice")) {
+    const Json& v = r.at("tool_choice");
+    const char* kShape =
+        "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+        "\"function\": {\"name\": ...}}";
+    if (v.is_string()) {
+      const std::string s = v.get<std::string>();
+      if (s == "none") {
+        req->tool_choice = ToolChoice::kNone;
+      } else if (s == "auto") {
+        req->tool_choice = ToolChoice::kAuto;
+      } else if (s == "required") {
+        req->tool_choice = ToolChoice::kRequired;
+      } else {
+        return r.fail("tool_choice", kShape);
+      }
+    } else if (v.is_object() && v.value("type", "") == "function" && v.contains("function") &&
+               v["function"].is_object() && v["function"].contains("name") &&
+               v["function"]["name"].is_string()) {
+      req->tool_choice = ToolChoice::kFunction;
+      req->tool_choice_function = v["function"]["name"].get<std::string>();
+      if (std::find(names.begin(), names.end(), req->tool_choice_function) == names.end()) {
+        return r.fail("tool_choice", "tool_choice names the function '" +
+                                         req->tool_choice_function + "', which is not in 'tools'");
+      }
+    } else {
+      return r.fail("tool_choice", kShape);
+    }
+    if (names.empty() && req->tool_choice != ToolChoice::kNone) {
+      return r.fail("tool_choice", "'tool_choice' other than \"none\" needs 'tools'");
+    }
+  }
+  KV_RETURN_IF_ERROR(r.Bool("parallel_tool_calls", &req->parallel_tool_calls));
+  return OkStatus();
+}
+
+}  // namespace
+
+const char* ToolChoiceName(ToolChoice choice) {
+  switch (choice) {
+    case ToolChoice::kNone: return "none";
+    case ToolChoice::kAuto: return "auto";
+    case ToolChoice::kRequired: return "required";
+    case ToolChoice::kFunction: return "function";
+  }
+  return "";
+}
+
 StatusOr<ChatRequest> ParseChatRequest(const Json& body, ParamError* error) {
   KV_RETURN_IF_ERROR(CheckObject(body, error));
   Reader r(body, error);
@@ -374,10 +520,7 @@ StatusOr<ChatRequest> ParseChatRequest(const Json& body, ParamError* error) {
     }
     req.messages.push_back(std::move(copy));
   }
-  if (r.has("tools")) {
-    if (!r.at("tools").is_array()) return r.fail("tools", "'tools' must be an array");
-    req.tools = r.at("tools");
-  }
+  KV_RETURN_IF_ERROR(ParseTools(r, &req));
   KV_RETURN_IF_ERROR(r.Bool("add_generation_prompt", &req.add_generation_prompt));
   if (r.has("chat_template_kwargs")) {
     if (!r.at("chat_template_kwargs").is_object()) {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "grammar/grammar_cache.h"
 #include "sampling/sampler.h"
 #include "tokenizer/vocab_spec.h"
 
@@ -69,6 +70,13 @@ struct GenerationParams {
     std::optional<int64_t> budget_tokens, sink_tokens, window_tokens, observation_window;
   };
   std::optional<KvPolicyFields> kv_policy;
+  // Structured output: the grammar the output must match, from response_format
+  // ({"type": "json_object"} or {"type": "json_schema", "json_schema": {"schema": ...}}),
+  // vLLM's guided_json / guided_regex / guided_choice / guided_grammar, or llama.cpp's
+  // grammar (GBNF) / json_schema: at most one of them. Compiled and checked by
+  // BuildEngineInputs.
+  std::optional<grammar::GrammarSpec> guided;
+  std::string guided_param;  // the field it came from (for errors)
 };
 inline constexpr int64_t kMaxN = 128;
 
@@ -84,10 +92,22 @@ struct CompletionRequest {
   bool echo = false;
 };
 
+// tool_choice: "none" (no calls parsed), "auto" (the server's --tool-call-parser reads the
+// output), "required" (at least one call: the output is constrained to a JSON array of calls
+// of the given tools) or {"type": "function", "function": {"name": ...}} (the output is
+// constrained to that function's arguments).
+enum class ToolChoice { kNone, kAuto, kRequired, kFunction };
+const char* ToolChoiceName(ToolChoice choice);
+
 struct ChatRequest {
   GenerationParams params;
   Json messages;  // array of {role, content, ...}; content strings or text parts are joined
-  Json tools;     // null when absent
+  // null when absent; else an array of {"type": "function", "function": {"name",
+  // "description"?, "parameters"?}} (checked: names unique, parameters an object).
+  Json tools;
+  ToolChoice tool_choice = ToolChoice::kNone;  // default: auto with tools, none without
+  std::string tool_choice_function;            // with kFunction: a name in tools
+  bool parallel_tool_calls = true;             // false: at most one call (required)
   bool add_generation_prompt = true;
   Json chat_template_kwargs;  // object or null
 };

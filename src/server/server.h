@@ -24,12 +24,14 @@
 #include <string>
 
 #include "base/status.h"
+#include "grammar/grammar_cache.h"
 #include "http/http_server.h"
 #include "kv/kv_storage.h"
 #include "runtime/engine.h"
 #include "server/generate_request.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
+#include "server/structured_output.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvserve {
@@ -58,6 +60,9 @@ struct ServerOptions {
   int64_t max_queue_len = 256;
   double shutdown_timeout_s = 30.0;  // Shutdown(): how long in-flight requests may finish
   ChatRenderer render_chat;          // required for /v1/chat/completions
+  // Tool calls and reasoning: the parser for tool_choice "auto" (null: refused), the
+  // reasoning split, the id style of forced calls.
+  ChatOutputConfig chat_output;
   KvCacheInfo kv;
   KvEvictionPolicy kv_policy;        // the default of requests without "kv_policy"
   // The kernels' instruction-set level in use and the best this CPU has (kernels::SimdLevelName,
@@ -115,7 +120,8 @@ class OpenAiServer {
   // Admits one engine request per choice (Unavailable: the queue is full or the server is
   // draining) and submits them; the Generation holds their streams and admission slots.
   StatusOr<std::shared_ptr<Generation>> submit_generation(const GenerateRequest& request,
-                                                          EngineInputs inputs);
+                                                          EngineInputs inputs,
+                                                          ChatOutputPlan plan);
   // Waits for every choice, then one JSON body (500 when a choice failed). A client that
   // goes away first has its requests aborted.
   void respond_gathered(Generation& gen, Response& res, const Writer& writer);
@@ -140,6 +146,7 @@ class OpenAiServer {
   int64_t max_in_flight_ = 0;
   int64_t created_unix_ = 0;
   ServerMetrics metrics_;
+  grammar::GrammarCache grammar_cache_;  // structured-output grammars, compiled once per spec
 
   std::atomic<int64_t> in_flight_{0};
   std::atomic<bool> draining_{false};

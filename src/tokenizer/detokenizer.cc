@@ -31,7 +31,10 @@ std::string TakeComplete(std::string* pending) {
 }  // namespace
 
 std::string IncrementalDetokenizer::Push(TokenId id) {
-  std::string piece = tokenizer_->TokenToPiece(id);
+  const bool special = render_special_ != nullptr && id >= 0 &&
+                       static_cast<size_t>(id) < render_special_->size() &&
+                       (*render_special_)[static_cast<size_t>(id)] != 0;
+  std::string piece = tokenizer_->TokenToPiece(id, special);
   const VocabSpec& spec = tokenizer_->spec();
   const bool is_bos = id == spec.bos_id && id != kNoToken;
   // llama2.c / llama.cpp: the dummy-prefix space of the first piece after BOS is dropped.

@@ -64,6 +64,19 @@ TEST(IncrementalDetokenizer, HoldsBackSplitCharacters) {
   EXPECT_EQ(d.Flush(), "");
 }
 
+TEST(IncrementalDetokenizer, RendersOnlyTheControlTokensItIsToldTo) {
+  auto tok = MakeTokenizer();
+  // Token 2 (</s>) is rendered, token 1 (<s>) is not: tool-call markup kept for the parsers.
+  std::vector<uint8_t> render(static_cast<size_t>(tok->vocab_size()), 0);
+  render[2] = 1;
+  IncrementalDetokenizer d(tok.get(), &render);
+  EXPECT_EQ(d.Push(1), "");
+  EXPECT_EQ(d.Push(kSpaceA), "a");
+  EXPECT_EQ(d.Push(2), "</s>");
+  IncrementalDetokenizer plain(tok.get());
+  EXPECT_EQ(plain.Push(2), "");
+}
+
 TEST(IncrementalDetokenizer, NoStripWithoutBos) {
   auto tok = MakeTokenizer();
   IncrementalDetokenizer d(tok.get());

@@ -2,6 +2,7 @@
 // vocabularies, with special tokens. Immutable after Create: safe to use from many threads.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -58,7 +59,11 @@ class Tokenizer {
 // replaced by U+FFFD once they can no longer complete). Not thread-safe; one per sequence.
 class IncrementalDetokenizer {
  public:
-  explicit IncrementalDetokenizer(const Tokenizer* tokenizer) : tokenizer_(tokenizer) {}
+  // render_special (optional, borrowed; indexed by token id): control tokens with a non-zero
+  // entry give their text (Tokenizer::TokenToPiece(id, true)); others give none.
+  explicit IncrementalDetokenizer(const Tokenizer* tokenizer,
+                                  const std::vector<uint8_t>* render_special = nullptr)
+      : tokenizer_(tokenizer), render_special_(render_special) {}
   // Returns the text that became complete with this token (possibly empty).
   std::string Push(TokenId id);
   // Returns whatever is held back, with incomplete characters replaced by U+FFFD.
@@ -66,6 +71,7 @@ class IncrementalDetokenizer {
 
  private:
   const Tokenizer* tokenizer_;
+  const std::vector<uint8_t>* render_special_;
   std::string pending_;
   bool first_ = true;       // no token other than BOS pushed yet
   bool after_bos_ = false;  // the previous token was BOS (SPM: drop the next leading space)

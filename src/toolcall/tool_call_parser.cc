@@ -145,4 +145,23 @@ StatusOr<std::unique_ptr<ToolCallParser>> CreateToolCallParser(std::string_view 
   return InvalidArgumentError("unknown tool call parser '" + std::string(name) + "' (choose one of: " + choices + ")");
 }
 
+const std::vector<std::string>& MarkupTokenTexts() {
+  static const std::vector<std::string> kTexts = {
+      // hermes / qwen
+      "<tool_call>", "</tool_call>",
+      // llama 3.x, functionary
+      "<|python_tag|>",
+      // mistral
+      "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "[THINK]", "[/THINK]",
+      // deepseek v3 / r1
+      "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>",
+      "<｜tool▁call▁end｜>", "<｜tool▁sep｜>", "<｜tool▁calls｜>",
+      // command-r
+      "<|START_ACTION|>", "<|END_ACTION|>", "<|START_RESPONSE|>", "<|END_RESPONSE|>",
+      "<|START_THINKING|>", "<|END_THINKING|>",
+      // reasoning
+      "<think>", "</think>"};
+  return kTexts;
+}
+
 }  // namespace kvserve::toolcall

@@ -98,6 +98,12 @@ class ToolCallParser {
   ParsedToolCalls Parse(std::string_view text, ToolCallIdGenerator& ids) const;
 };
 
+// The texts of the markup tokens the tool-call and reasoning parsers read (<tool_call>,
+// <|python_tag|>, [TOOL_CALLS], DeepSeek's <｜tool▁calls▁begin｜>, <think>, ...).
+// Vocabularies often store them as control tokens, which a detokenizer drops unless it is
+// told to keep them (EngineOptions::detokenize_special_ids).
+const std::vector<std::string>& MarkupTokenTexts();
+
 // The names CreateToolCallParser accepts, for --tool-call-parser's help and errors.
 const std::vector<std::string>& ToolCallParserNames();
 
