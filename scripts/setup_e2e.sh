@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the end-to-end server tests need (tests/e2e/run_e2e.sh): node + npm and curl
-# (Debian packages, when missing) and the official `openai` npm package, pinned in
-# tests/e2e/package.json and package-lock.json, into tests/e2e/node_modules (~12 MB).
+# (Debian packages, when missing) and the npm packages pinned in tests/e2e/package.json and
+# package-lock.json (the official `openai` client, the `ajv` JSON Schema validator and
+# `ajv-formats`) into tests/e2e/node_modules (~14 MB).
 # Idempotent: does nothing when node_modules already matches package-lock.json.
 # Exits non-zero when it cannot install (the e2e test then fails, unless KVSERVE_SKIP_E2E=1).
 set -euo pipefail
@@ -22,10 +23,10 @@ fi
 
 stamp=node_modules/.kvserve-lock.sha256
 want="$(sha256sum package.json package-lock.json | sha256sum | cut -d' ' -f1)"
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -d node_modules/openai ]]; then
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -d node_modules/openai && -d node_modules/ajv-formats ]]; then
   say "up to date (openai $(node -p 'require("./node_modules/openai/package.json").version'))"; exit 0
 fi
-say "installing the openai npm package ..."
+say "installing the npm packages (openai, ajv, ajv-formats) ..."
 npm ci --no-audit --no-fund --loglevel=error
 echo "$want" >"$stamp"
 say "installed openai $(node -p 'require("./node_modules/openai/package.json").version')"

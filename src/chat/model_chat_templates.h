@@ -24,14 +24,16 @@ class ModelChatTemplates {
                                            const std::string& eos_text);
 
   // Renders `inputs` with the tool_use variant when it has tools and the model has one, else
-  // the default template; bos_token and eos_token are the model's.
+  // the default template; bos_token and eos_token are the model's. The messages are first
+  // normalised for that template as vLLM does (NormalizeMessageContent,
+  // NormalizeToolCallArguments, with the forms detected once at Load).
   StatusOr<std::string> Render(ChatTemplateInputs inputs) const;
 
   const LoadedChatTemplate& loaded() const { return loaded_; }
   // The source of the template requests with tools render with (the tool_use variant when the
   // model has one): where the model's tool-call and reasoning formats show.
   const std::string& tools_source() const {
-    return (tool_use_.has_value() ? *tool_use_ : *main_).source();
+    return (tool_use_.has_value() ? *tool_use_ : *main_).tmpl.source();
   }
   bool is_chatml_fallback() const { return loaded_.is_chatml_fallback; }
   // For the start-up banner: "ChatML (the model has none)", "the model's (gguf)" or the file.
@@ -40,9 +42,16 @@ class ModelChatTemplates {
  private:
   ModelChatTemplates() = default;
 
+  struct Variant {
+    ChatTemplate tmpl;
+    MessageContentForm content_form;
+    ToolCallArgumentsForm arguments_form;
+  };
+  static Variant MakeVariant(ChatTemplate tmpl);
+
   LoadedChatTemplate loaded_;
-  std::optional<ChatTemplate> main_;
-  std::optional<ChatTemplate> tool_use_;
+  std::optional<Variant> main_;
+  std::optional<Variant> tool_use_;
   std::string description_;
 };
 

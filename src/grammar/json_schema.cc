@@ -305,13 +305,23 @@ class SchemaConverter {
       pattern_ptr = ptr + "/pattern";
     } else if (s.contains("format")) {
       if (!s["format"].is_string()) return Error("'format' must be a string", ptr + "/format");
+      // RFC 3339 full-date with the days of each month (February 29 only in leap years:
+      // multiples of 4 but not of 100, or of 400), full-time with a time zone; emails with
+      // dot-separated local atoms and hyphens only inside domain labels. Every string each
+      // pattern accepts is valid for ajv-formats' "full" mode (tested in the e2e suite).
+      static const std::string kDate =
+          "([0-9]{4}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)"
+          "|02-(0[1-9]|1[0-9]|2[0-8]))"
+          "|([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26]|00)00)-02-29)";
+      static const std::string kTime =
+          R"(([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9]))";
       static const std::map<std::string, std::string> kFormats = {
-          {"date", R"([0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01]))"},
-          {"time", R"(([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9]))"},
-          {"date-time",
-           R"([0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9]))"},
+          {"date", kDate},
+          {"time", kTime},
+          {"date-time", kDate + "T" + kTime},
           {"uuid", R"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"},
-          {"email", R"([a-zA-Z0-9._%+-]{1,64}@[a-zA-Z0-9-]{1,63}(\.[a-zA-Z0-9-]{1,63}){1,4})"},
+          {"email",
+           R"([a-zA-Z0-9_%+-]{1,32}(\.[a-zA-Z0-9_%+-]{1,32}){0,3}@([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\.){1,4}[a-zA-Z]{2,24})"},
       };
       const std::string format = s["format"].get<std::string>();
       auto it = kFormats.find(format);

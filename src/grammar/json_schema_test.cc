@@ -109,9 +109,22 @@ class MiniValidator {
             {"time", R"(([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?(Z|[+-]([01]\d|2[0-3]):[0-5]\d))"},
             {"date-time", R"(\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?(Z|[+-]([01]\d|2[0-3]):[0-5]\d))"},
             {"uuid", R"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"},
-            {"email", R"([^@\s]+@[^@\s]+\.[^@\s]+)"},
+            // ajv-formats' "full" email: no empty, leading or trailing dot-atoms; domain labels
+            // start and end alphanumeric.
+            {"email", R"([A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@)"
+                      R"(([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)"},
         };
-        if (!std::regex_match(str, std::regex(kFormats.at(s["format"].get<std::string>())))) return false;
+        const std::string& format = s["format"].get<std::string>();
+        if (!std::regex_match(str, std::regex(kFormats.at(format)))) return false;
+        if (format == "date" || format == "date-time") {
+          // The day exists in that month (February 29 in leap years only), as ajv-formats checks.
+          const int year = std::stoi(str.substr(0, 4));
+          const int month = std::stoi(str.substr(5, 2));
+          const int day = std::stoi(str.substr(8, 2));
+          const bool leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+          static const int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+          if (day > kDays[month - 1] + (month == 2 && leap ? 1 : 0)) return false;
+        }
       }
     }
     return true;
@@ -296,6 +309,33 @@ TEST(JsonSchemaTest, AcceptsAndRejectsHandWrittenDocuments) {
   EXPECT_FALSE(Accepts(arr, "[1, 2, 3]"));
   auto pat = CompileSchema(json::parse(R"({"type": "string", "pattern": "^a\"b\\\\c$"})"));
   EXPECT_TRUE(Accepts(pat, R"("a\"b\\c")"));
+}
+
+TEST(JsonSchemaTest, FormatsAcceptOnlyRealDatesAndWellFormedEmails) {
+  auto compile = [](const char* format) {
+    auto g = JsonSchemaTextToGrammar(std::string(R"({"type": "string", "format": ")") + format + "\"}");
+    EXPECT_TRUE(g.ok());
+    return *CompiledGrammar::Compile(*g);
+  };
+  auto date = compile("date");
+  for (const char* ok : {"2024-02-29", "2000-02-29", "0000-02-29", "1996-02-29", "2023-02-28",
+                         "2023-01-31", "2023-04-30", "2023-12-31"}) {
+    EXPECT_TRUE(Accepts(date, std::string("\"") + ok + "\"")) << ok;
+  }
+  for (const char* bad : {"2023-02-29", "1900-02-29", "2100-02-29", "2023-02-30", "2023-04-31",
+                          "2023-06-31", "2023-09-31", "2023-11-31", "2023-13-01", "2023-00-10",
+                          "2023-01-00", "2023-01-32"}) {
+    EXPECT_FALSE(Accepts(date, std::string("\"") + bad + "\"")) << bad;
+  }
+  auto date_time = compile("date-time");
+  EXPECT_TRUE(Accepts(date_time, R"("2024-02-29T23:59:59.5+01:00")"));
+  EXPECT_FALSE(Accepts(date_time, R"("2023-02-29T10:00:00Z")"));
+  auto email = compile("email");
+  EXPECT_TRUE(Accepts(email, R"("a.b+c@mail.example.org")"));
+  for (const char* bad : {"\".a@b.cc\"", "\"a..b@b.cc\"", "\"a.@b.cc\"", "\"a@-b.cc\"",
+                          "\"a@b-.cc\"", "\"a@b\""}) {
+    EXPECT_FALSE(Accepts(email, bad)) << bad;
+  }
 }
 
 TEST(JsonSchemaTest, ErrorsNameKeywordAndPointer) {

@@ -477,21 +477,18 @@ StatusOr<ChatRequest> ParseChatRequest(const Json& body, ParamError* error) {
       return r.fail(where + ".role", where + ".role '" + role + "' is not one of system, "
                     "developer, user, assistant, tool");
     }
-    Json copy = m;
     if (m.contains("content")) {
       const Json& c = m["content"];
       if (c.is_array()) {
-        // Content parts: only text parts can be rendered; join them.
-        std::string text;
+        // Content parts: only text parts can be rendered (the chat template's renderer joins
+        // them for templates that take strings).
         for (const Json& part : c) {
           if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
               !part["text"].is_string()) {
             return r.fail(where + ".content",
                           where + ".content: only text parts ({\"type\": \"text\"}) are supported");
           }
-          text += part["text"].get<std::string>();
         }
-        copy["content"] = text;
       } else if (!c.is_string() && !c.is_null()) {
         return r.fail(where + ".content", where + ".content must be a string or an array of parts");
       }
@@ -504,21 +501,9 @@ StatusOr<ChatRequest> ParseChatRequest(const Json& body, ParamError* error) {
                     where + ".content is required (a string or an array of text parts; only an "
                             "assistant message with tool_calls may leave it out or null)");
     }
-    // Tool-call arguments arrive as JSON strings; templates (as transformers passes them)
-    // expect objects. Parse them as vLLM does; a string that is not a JSON object stays.
-    if (copy.contains("tool_calls") && copy["tool_calls"].is_array()) {
-      for (Json& call : copy["tool_calls"]) {
-        if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) {
-          continue;
-        }
-        Json& fn = call["function"];
-        if (fn.contains("arguments") && fn["arguments"].is_string()) {
-          Json args = Json::parse(fn["arguments"].get<std::string>(), nullptr, false);
-          if (!args.is_discarded() && args.is_object()) fn["arguments"] = std::move(args);
-        }
-      }
-    }
-    req.messages.push_back(std::move(copy));
+    // Tool-call arguments arrive as JSON strings; the chat template's renderer turns them
+    // into what the template expects (NormalizeToolCallArguments).
+    req.messages.push_back(m);
   }
   KV_RETURN_IF_ERROR(ParseTools(r, &req));
   KV_RETURN_IF_ERROR(r.Bool("add_generation_prompt", &req.add_generation_prompt));

@@ -101,7 +101,9 @@ const char* ToolChoiceName(ToolChoice choice);
 
 struct ChatRequest {
   GenerationParams params;
-  Json messages;  // array of {role, content, ...}; content strings or text parts are joined
+  // array of {role, content, ...} as the client sent it (content: a string, null or text
+  // parts; the chat template's renderer normalises it for the template)
+  Json messages;
   // null when absent; else an array of {"type": "function", "function": {"name",
   // "description"?, "parameters"?}} (checked: names unique, parameters an object).
   Json tools;

@@ -2,7 +2,9 @@
 # End-to-end test of `kvserve serve` (built-in default model) on 127.0.0.1:
 #   1. the official `openai` npm package suite (tests/e2e/openai_client_test.mjs);
 #   2. `curl -N` streaming (SSE lines, [DONE]) and a curl error case;
-#   3. SIGTERM while a stream is in flight: the stream completes, the server exits 0.
+#   3. SIGTERM while a stream is in flight: the stream completes, the server exits 0;
+#   4. structured outputs and tool calls (tests/e2e/structured_output_test.mjs, outputs checked
+#      with ajv) on a second server with --enable-auto-tool-choice and a Qwen3 chat template.
 # Usage: run_e2e.sh KVSERVE_BINARY WORK_DIR
 # The openai package is installed by scripts/setup_e2e.sh into tests/e2e/node_modules; when it
 # is missing the test fails (set KVSERVE_SKIP_E2E=1 to skip instead, exit 77, except under
@@ -15,8 +17,8 @@ mkdir -p "$WORK"
 
 source "$HERE/../test_dependency.sh"
 
-if [[ ! -d "$HERE/node_modules/openai" ]] || ! command -v node >/dev/null || ! command -v curl >/dev/null; then
-  what="node, curl or tests/e2e/node_modules/openai (run scripts/setup_e2e.sh)"
+if [[ ! -d "$HERE/node_modules/openai" || ! -d "$HERE/node_modules/ajv-formats" ]] || ! command -v node >/dev/null || ! command -v curl >/dev/null; then
+  what="node, curl or tests/e2e/node_modules/{openai,ajv,ajv-formats} (run scripts/setup_e2e.sh)"
   [[ "${KVSERVE_SKIP_E2E:-0}" == 1 ]] && missing_dependency "$what; KVSERVE_SKIP_E2E=1"
   echo "FAIL: missing test dependency: $what"
   exit 1
@@ -117,4 +119,15 @@ if [[ "$(grep '^data: ' "$WORK/curl_drain.txt" | tail -1)" != "data: [DONE]" ]];
 fi
 grep -q "SIGTERM received" "$LOG" || { echo "FAIL: no SIGTERM line in the log"; cat "$LOG"; exit 1; }
 echo "ok: in-flight stream finished, exit status 0"
+
+echo "== structured outputs and tool calls (openai + ajv)"
+start_server --chat-template "$HERE/../data/chat_templates/Qwen-Qwen3-0.6B.jinja" \
+  --enable-auto-tool-choice
+grep -q "tool_choice auto: hermes parser (from the chat template)" "$LOG" ||
+  { echo "FAIL: the tool-call parser is not in the banner"; cat "$LOG"; exit 1; }
+if ! KVSERVE_BASE_URL="$BASE" KVSERVE_API_KEY="$KEY" KVSERVE_MODEL="$MODEL" \
+    node --test --test-reporter=spec "$HERE/structured_output_test.mjs"; then
+  echo "FAIL: structured output suite"; tail -20 "$LOG"; exit 1
+fi
+stop_server_expect_0
 echo "PASS"
