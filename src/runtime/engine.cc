@@ -115,11 +115,7 @@ Engine::~Engine() {
 }
 
 Status Engine::validate(const RequestInput& input) const {
-  KV_RETURN_IF_ERROR(core_->ValidateInput(input));
-  if (input.prompt_logits_start >= 0) {
-    return InvalidArgumentError("prompt logits are not returned through engine streams");
-  }
-  return OkStatus();
+  return core_->ValidateInput(input);
 }
 
 StatusOr<std::unique_ptr<RequestStream>> Engine::submit(RequestInput input) {
@@ -200,6 +196,10 @@ void Engine::handle(Command& c) {
   Live live;
   live.stream = c.stream;
   live.stops = c.input.stop;
+  if (c.input.prompt_logits_start >= 0) {
+    live.prompt_ids = c.input.prompt_ids;
+    live.num_top_logprobs = std::max<int32_t>(0, c.input.logprobs);
+  }
   for (const std::string& s : live.stops) live.max_stop_len = std::max(live.max_stop_len, s.size());
   if (options_.tokenizer != nullptr) {
     live.detok =
@@ -253,6 +253,17 @@ void Engine::publish(const RequestOutput& out) {
   StreamEvent ev;
   ev.token_ids = out.new_token_ids;
   ev.logprobs = out.logprobs;
+  if (const PromptLogits& pl = out.prompt_logits; pl.num_rows > 0 && !live.prompt_ids.empty()) {
+    // Row r predicts prompt token first_position + r + 1: the logprobs of the prompt, turned
+    // into token logprobs here so that no vocabulary-sized rows reach the stream.
+    const int64_t vocab = static_cast<int64_t>(pl.rows.size()) / pl.num_rows;
+    ev.prompt_logprobs_first = pl.first_position + 1;
+    for (int64_t r = 0; r < pl.num_rows; ++r) {
+      const TokenId next = live.prompt_ids[static_cast<size_t>(pl.first_position + r + 1)];
+      ev.prompt_logprobs.push_back(ComputeLogprobs(pl.rows.data() + r * vocab, vocab, next,
+                                                   live.num_top_logprobs));
+    }
+  }
   ev.first_scheduled_time = live.first_scheduled_time;
   ev.num_cached_prompt_tokens = out.num_cached_prompt_tokens;
   ev.num_kv_tokens_evicted = out.num_kv_tokens_evicted;

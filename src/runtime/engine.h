@@ -45,6 +45,12 @@ struct EngineOptions : EngineCoreOptions {
 struct StreamEvent {
   std::vector<TokenId> token_ids;  // tokens sampled in this step (at most one today)
   std::vector<SampledLogprobs> logprobs;  // one per token id, when the request asked
+  // With RequestInput::prompt_logits_start >= 0 (echo with logprobs, scoring): for each
+  // prompt position p computed in this step, p >= max(1, prompt_logits_start), the logprob of
+  // prompt token p given the tokens before it and the max(0, logprobs) most likely tokens
+  // there. prompt_logprobs_first is the first such position.
+  std::vector<SampledLogprobs> prompt_logprobs;
+  int64_t prompt_logprobs_first = 0;
   std::string text;                // their text (with a tokenizer; stop strings trimmed)
   FinishReason finish_reason = FinishReason::kNone;  // kNone: more to come
   std::string error;                                 // with kError
@@ -170,6 +176,8 @@ class Engine {
     size_t text_sent = 0;  // bytes of `text` already published
     size_t max_stop_len = 0;
     std::vector<std::string> stops;
+    std::vector<TokenId> prompt_ids;  // kept only for prompt logprobs
+    int32_t num_top_logprobs = 0;
     EngineClock::time_point first_scheduled_time{};  // epoch until first scheduled
   };
   Engine(const EngineOptions& options, PagedKvCache* kv, std::unique_ptr<EngineCore> core);

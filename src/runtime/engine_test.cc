@@ -177,6 +177,52 @@ TEST_F(EngineTest, LogprobsComeWithEachTokenAndDoNotChangeTheTokens) {
   ExpectAllBlocksBack();
 }
 
+TEST_F(EngineTest, PromptLogprobsStreamForEchoAndScoring) {
+  // A greedy token t after prompt P, with its logprob x; then P + [t] scored: its last prompt
+  // logprob is t's, x again. The scoring request (max_tokens 0) samples nothing.
+  Start();
+  RequestInput gen = Greedy(1, 20);
+  gen.logprobs = 0;
+  auto g = engine_->submit(gen);
+  ASSERT_TRUE(g.ok());
+  StreamEvent ev;
+  TokenId t = kNoToken;
+  float x = 0.0f;
+  while ((*g)->Next(&ev)) {
+    if (!ev.token_ids.empty()) {
+      t = ev.token_ids[0];
+      x = ev.logprobs[0].sampled.logprob;
+    }
+  }
+  ASSERT_NE(t, kNoToken);
+  RequestInput score = Greedy(0, 20);
+  score.prompt_ids.push_back(t);
+  score.prompt_logits_start = 0;
+  score.logprobs = 2;
+  auto s = engine_->submit(score);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::vector<SampledLogprobs> prompt_lps;
+  int64_t next_position = 1;
+  while ((*s)->Next(&ev)) {
+    EXPECT_TRUE(ev.token_ids.empty());
+    if (!ev.prompt_logprobs.empty()) {
+      EXPECT_EQ(ev.prompt_logprobs_first, next_position);
+      next_position += static_cast<int64_t>(ev.prompt_logprobs.size());
+    }
+    prompt_lps.insert(prompt_lps.end(), ev.prompt_logprobs.begin(), ev.prompt_logprobs.end());
+    if (ev.finished()) EXPECT_EQ(ev.finish_reason, FinishReason::kLength);
+  }
+  ASSERT_EQ(prompt_lps.size(), score.prompt_ids.size() - 1);
+  for (size_t p = 0; p < prompt_lps.size(); ++p) {
+    EXPECT_EQ(prompt_lps[p].sampled.token, score.prompt_ids[p + 1]);
+    EXPECT_LE(prompt_lps[p].sampled.logprob, 0.0f);
+    EXPECT_EQ(prompt_lps[p].top.size(), 2u);
+  }
+  EXPECT_EQ(prompt_lps.back().rank, 1);  // t was the greedy choice
+  EXPECT_NEAR(prompt_lps.back().sampled.logprob, x, 1e-4f);
+  ExpectAllBlocksBack();
+}
+
 TEST_F(EngineTest, StopTokenIdEndsAndIsKept) {
   Start();
   Collected full = Run(Greedy(12));

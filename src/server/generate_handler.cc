@@ -55,6 +55,8 @@ struct OpenAiServer::Generation {
     std::string error;
     bool done = false;
     EngineClock::time_point last_token_time{};
+    double sum_logprob = 0.0;  // of the sampled tokens (best_of ranks by the mean)
+    int64_t echo_offset = 0;   // echo with logprobs: text offset of the next prompt token
     openai::CompletionLogprobs completion_logprobs;
     Json chat_logprobs = Json::array();
     // Streamed chat choices with tools or reasoning: the parser the text goes through.
@@ -79,6 +81,11 @@ struct OpenAiServer::Generation {
   int64_t created = 0;
   std::string model;
   openai::GenerationParams params;
+  // Completions with echo: each prompt's text (the response text starts with it) and first
+  // token (listed without a logprob).
+  bool echo = false;
+  std::vector<std::string> echo_texts;
+  std::vector<TokenId> echo_first_tokens;
   ChatOutputPlan plan;  // chat: how the text becomes the message
   toolcall::ToolCallIdGenerator tool_call_ids = toolcall::ToolCallIdGenerator::FromRandomDevice();
   std::vector<Choice> choices;
@@ -97,20 +104,44 @@ struct OpenAiServer::Generation {
       }
       c.last_token_time = ev.time;
     }
+    auto text_of = [&](const SampledLogprobs& lp, std::vector<openai::TokenText>* top) {
+      for (const TokenLogprob& t : lp.top) {
+        top->push_back({t.token, tok->TokenToPiece(t.token, true), t.logprob});
+      }
+      return openai::TokenText{lp.sampled.token, tok->TokenToPiece(lp.sampled.token, true),
+                               lp.sampled.logprob};
+    };
+    if (echo && params.logprobs >= 0 && !ev.prompt_logprobs.empty()) {
+      if (ev.prompt_logprobs_first == 1) {
+        const std::string first =
+            tok->TokenToPiece(echo_first_tokens[static_cast<size_t>(c.prompt_index)], true);
+        c.completion_logprobs.add_unscored(first, 0);
+        if (completion_logprobs_delta != nullptr) completion_logprobs_delta->add_unscored(first, 0);
+        c.echo_offset = static_cast<int64_t>(first.size());
+      }
+      for (const SampledLogprobs& lp : ev.prompt_logprobs) {
+        std::vector<openai::TokenText> top;
+        const openai::TokenText sampled = text_of(lp, &top);
+        c.completion_logprobs.add(sampled, top, c.echo_offset);
+        if (completion_logprobs_delta != nullptr) {
+          completion_logprobs_delta->add(sampled, top, c.echo_offset);
+        }
+        c.echo_offset += static_cast<int64_t>(sampled.text.size());
+      }
+    }
     for (size_t i = 0; i < ev.logprobs.size(); ++i) {
       const SampledLogprobs& lp = ev.logprobs[i];
-      openai::TokenText sampled{lp.sampled.token, tok->TokenToPiece(lp.sampled.token, true),
-                                lp.sampled.logprob};
+      c.sum_logprob += lp.sampled.logprob;
+      if (params.logprobs < 0) continue;  // asked for by best_of only
       std::vector<openai::TokenText> top;
-      for (const TokenLogprob& t : lp.top) {
-        top.push_back({t.token, tok->TokenToPiece(t.token, true), t.logprob});
-      }
+      const openai::TokenText sampled = text_of(lp, &top);
       if (chat) {
         Json entry = openai::ChatLogprobEntry(sampled, top);
         c.chat_logprobs.push_back(entry);
         if (chat_logprobs_delta != nullptr) chat_logprobs_delta->push_back(entry);
       } else {
-        const int64_t offset = static_cast<int64_t>(c.text.size());
+        const int64_t offset =
+            static_cast<int64_t>(echo_text(c).size()) + static_cast<int64_t>(c.text.size());
         c.completion_logprobs.add(sampled, top, offset);
         if (completion_logprobs_delta != nullptr) {
           completion_logprobs_delta->add(sampled, top, offset);
@@ -144,6 +175,31 @@ struct OpenAiServer::Generation {
       }
     }
     return ev.text;
+  }
+
+  const std::string& echo_text(const Choice& c) const {
+    static const std::string kNone;
+    return echo ? echo_texts[static_cast<size_t>(c.prompt_index)] : kNone;
+  }
+
+  // best_of > n: keeps the n choices of each prompt with the highest mean token logprob (ties:
+  // the earlier choice), numbered in order. The others' tokens stay in the usage.
+  std::vector<const Choice*> returned_choices() const {
+    std::vector<const Choice*> out;
+    for (const Choice& c : choices) out.push_back(&c);
+    if (params.best_of <= params.n) return out;
+    auto mean = [](const Choice* c) {
+      return c->num_tokens > 0 ? c->sum_logprob / static_cast<double>(c->num_tokens) : 0.0;
+    };
+    std::stable_sort(out.begin(), out.end(), [&](const Choice* a, const Choice* b) {
+      if (a->prompt_index != b->prompt_index) return a->prompt_index < b->prompt_index;
+      return mean(a) > mean(b);
+    });
+    std::vector<const Choice*> kept;
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (static_cast<int64_t>(i) % params.best_of < params.n) kept.push_back(out[i]);
+    }
+    return kept;
   }
 
   // Waits for the next event of any unfinished choice. Returns false when every choice is
@@ -205,10 +261,14 @@ struct OpenAiServer::Generation {
       if (!timed_out) apply(choices[which], ev, nullptr, nullptr);
     }
     const bool want_logprobs = params.logprobs >= 0;
-    Json out_choices = Json::array();
     for (const Choice& c : choices) {
       if (c.finish == FinishReason::kError) return InternalError("generation failed: " + c.error);
-      Json choice = {{"index", c.index}, {"finish_reason", FinishReasonName(c.finish)}};
+    }
+    Json out_choices = Json::array();
+    int64_t index = 0;
+    for (const Choice* kept : returned_choices()) {
+      const Choice& c = *kept;
+      Json choice = {{"index", index++}, {"finish_reason", FinishReasonName(c.finish)}};
       if (chat && !plan.plain()) {
         const toolcall::ChatOutput message =
             toolcall::ParseChatOutput(c.text, plan.options, tool_call_ids);
@@ -221,7 +281,7 @@ struct OpenAiServer::Generation {
         choice["message"] = {{"role", "assistant"}, {"content", c.text}};
         choice["logprobs"] = want_logprobs ? Json{{"content", c.chat_logprobs}} : Json();
       } else {
-        choice["text"] = c.text;
+        choice["text"] = echo_text(c) + c.text;
         choice["logprobs"] = want_logprobs ? c.completion_logprobs.json() : Json();
       }
       out_choices.push_back(std::move(choice));
@@ -302,9 +362,13 @@ struct OpenAiServer::Generation {
   // away): the caller drops the generation, which aborts its engine requests.
   bool write_sse(http::ResponseWriter& sink) {
     auto send = [&](const Json& j) { return sink.Write("data: " + openai::Dump(j) + "\n\n"); };
-    if (chat) {
-      for (const Choice& c : choices) {
-        if (!send(role_chunk(c))) return false;
+    for (const Choice& c : choices) {
+      if (chat && !send(role_chunk(c))) return false;
+      // echo: the prompt's text opens the choice (its logprobs follow as they are computed).
+      if (!chat && echo &&
+          !send(chunk_of(Json{{"index", c.index}, {"text", echo_text(c)}, {"logprobs", nullptr},
+                              {"finish_reason", nullptr}}))) {
+        return false;
       }
     }
     size_t which = 0;
@@ -390,6 +454,13 @@ StatusOr<std::shared_ptr<OpenAiServer::Generation>> OpenAiServer::submit_generat
   gen->created = openai::UnixNow();
   gen->model = options_.served_model_name;
   gen->params = request.params();
+  gen->echo = !request.chat && request.completion.echo;
+  gen->echo_texts = inputs.echo_texts;
+  for (const EngineInputs::Choice& in : inputs.choices) {
+    if (gen->echo && in.prompt_index == static_cast<int64_t>(gen->echo_first_tokens.size())) {
+      gen->echo_first_tokens.push_back(in.input.prompt_ids.front());
+    }
+  }
   gen->plan = std::move(plan);
   gen->prompt_lengths = inputs.prompt_lengths;
   for (EngineInputs::Choice& in : inputs.choices) {

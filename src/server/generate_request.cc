@@ -1,5 +1,6 @@
 #include "server/generate_request.h"
 
+#include <algorithm>
 #include <random>
 #include <utility>
 
@@ -201,11 +202,16 @@ StatusOr<EngineInputs> BuildEngineInputs(const GenerateRequest& request,
                                 options.grammar_cache, error);
   if (!grammar.ok()) return grammar.status();
   out.grammar = *grammar;
+  const bool echo = !request.chat && request.completion.echo;
   for (size_t p = 0; p < prompts->size(); ++p) {
     const std::vector<TokenId>& ids = (*prompts)[p];
     const int64_t len = static_cast<int64_t>(ids.size());
     out.prompt_lengths.push_back(len);
-    for (int64_t j = 0; j < params.n; ++j) {
+    if (echo) {
+      const openai::PromptInput& in = request.completion.prompts[p];
+      out.echo_texts.push_back(in.text.has_value() ? *in.text : options.tokenizer->Decode(ids));
+    }
+    for (int64_t j = 0; j < params.best_of; ++j) {
       EngineInputs::Choice c;
       c.prompt_index = static_cast<int64_t>(p);
       RequestInput& in = c.input;
@@ -225,6 +231,10 @@ StatusOr<EngineInputs> BuildEngineInputs(const GenerateRequest& request,
       in.priority = params.priority;
       in.cache_salt = params.cache_salt;
       in.logprobs = params.logprobs;
+      // best_of ranks the candidates by their tokens' logprobs.
+      if (params.best_of > params.n) in.logprobs = std::max<int32_t>(0, params.logprobs);
+      // echo: the prompt's logprobs (asked for, or a scoring request with max_tokens 0).
+      if (echo && (params.logprobs >= 0 || in.max_tokens == 0)) in.prompt_logits_start = 0;
       in.kv_policy = *policy;
       in.grammar = out.grammar;
       out.choices.push_back(std::move(c));

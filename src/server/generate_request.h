@@ -73,7 +73,8 @@ StatusOr<KvEvictionPolicy> ApplyKvPolicy(const KvEvictionPolicy& server_default,
                                          const openai::GenerationParams& params,
                                          openai::ParamError* error);
 
-// One engine request per choice: prompts x n, choice j of prompt p at index p * n + j.
+// One engine request per choice: prompts x best_of (n unless best_of is larger), choice j of
+// prompt p at index p * best_of + j.
 struct EngineInputs {
   struct Choice {
     int64_t prompt_index = 0;
@@ -82,6 +83,7 @@ struct EngineInputs {
   std::vector<int64_t> prompt_lengths;  // tokens of each prompt
   std::vector<Choice> choices;
   std::string chat_prompt_text;  // a chat request's rendered prompt
+  std::vector<std::string> echo_texts;  // completions with echo: each prompt's text
   // The grammar every choice's output must match (RequestGrammar), or null.
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
 };

@@ -166,16 +166,18 @@ Status ParseGuided(Reader& r, GenerationParams* p) {
 Status ParseGenerationParams(const Json& body, Reader& r, bool chat, GenerationParams* p) {
   KV_RETURN_IF_ERROR(r.String("model", &p->model));
   KV_RETURN_IF_ERROR(r.Int("n", 1, kMaxN, &p->n));
-  int64_t best_of = p->n;
-  KV_RETURN_IF_ERROR(r.Int("best_of", 1, kMaxN, &best_of));
-  if (best_of != p->n) return r.fail("best_of", "'best_of' other than n is not supported");
+  p->best_of = p->n;
+  KV_RETURN_IF_ERROR(r.Int("best_of", 1, kMaxN, &p->best_of));
+  if (p->best_of < p->n) return r.fail("best_of", "'best_of' must be at least n");
   int64_t max_tokens = -1;
-  KV_RETURN_IF_ERROR(r.Int("max_tokens", 1, std::numeric_limits<int32_t>::max(), &max_tokens));
+  // 0 is for completions with echo (checked by ParseCompletionRequest).
+  KV_RETURN_IF_ERROR(
+      r.Int("max_tokens", chat ? 1 : 0, std::numeric_limits<int32_t>::max(), &max_tokens));
   if (chat) {
     KV_RETURN_IF_ERROR(r.Int("max_completion_tokens", 1, std::numeric_limits<int32_t>::max(),
                              &max_tokens));
   }
-  if (max_tokens > 0) p->max_tokens = max_tokens;
+  if (max_tokens >= 0) p->max_tokens = max_tokens;
 
   SamplingParams& s = p->sampling;
   KV_RETURN_IF_ERROR(r.Float("temperature", 0.0, 100.0, &s.temperature));
@@ -235,6 +237,10 @@ Status ParseGenerationParams(const Json& body, Reader& r, bool chat, GenerationP
     Reader sr(so, nullptr);
     Status st = sr.Bool("include_usage", &p->include_usage);
     if (!st.ok()) return r.fail("stream_options.include_usage", st.message());
+  }
+  if (p->stream && p->best_of > p->n) {
+    return r.fail("best_of", "'best_of' greater than n cannot be streamed (the best are chosen "
+                             "at the end)");
   }
   KV_RETURN_IF_ERROR(r.Bool("ignore_eos", &p->ignore_eos));
   KV_RETURN_IF_ERROR(r.Int("priority", std::numeric_limits<int32_t>::min(),
@@ -324,7 +330,10 @@ StatusOr<CompletionRequest> ParseCompletionRequest(const Json& body, ParamError*
   CompletionRequest req;
   KV_RETURN_IF_ERROR(ParseGenerationParams(body, r, /*chat=*/false, &req.params));
   KV_RETURN_IF_ERROR(r.Bool("echo", &req.echo));
-  if (req.echo) return r.fail("echo", "'echo' is not supported");
+  if (req.params.max_tokens == 0 && !req.echo) {
+    return r.fail("max_tokens", "'max_tokens' must be at least 1 (0 only with 'echo': true, "
+                                "which scores the prompt)");
+  }
   if (r.has("suffix")) return r.fail("suffix", "'suffix' is not supported");
   if (!r.has("prompt")) return r.fail("prompt", "'prompt' is required");
   const Json& p = r.at("prompt");
@@ -367,8 +376,9 @@ StatusOr<CompletionRequest> ParseCompletionRequest(const Json& body, ParamError*
       return r.fail("prompt", "'prompt' must not be empty");
     }
   }
-  if (static_cast<int64_t>(req.prompts.size()) * req.params.n > kMaxN) {
-    return r.fail("n", "prompts x n must be at most " + std::to_string(kMaxN));
+  if (static_cast<int64_t>(req.prompts.size()) * req.params.best_of > kMaxN) {
+    return r.fail(req.params.best_of > req.params.n ? "best_of" : "n",
+                  "prompts x max(n, best_of) must be at most " + std::to_string(kMaxN));
   }
   return req;
 }
@@ -576,6 +586,13 @@ void CompletionLogprobs::add(const TokenText& sampled, const std::vector<TokenTe
     if (!tops.contains(t.text)) tops[t.text] = Logprob(t.logprob);
   }
   top_logprobs_.push_back(tops);
+  text_offset_.push_back(text_offset);
+}
+
+void CompletionLogprobs::add_unscored(const std::string& text, int64_t text_offset) {
+  tokens_.push_back(text);
+  token_logprobs_.push_back(nullptr);
+  top_logprobs_.push_back(nullptr);
   text_offset_.push_back(text_offset);
 }
 

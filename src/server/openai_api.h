@@ -50,7 +50,12 @@ struct ParamError {
 struct GenerationParams {
   std::string model;                   // may be empty (then the served model)
   int64_t n = 1;                       // choices per prompt, 1..kMaxN
-  std::optional<int64_t> max_tokens;   // max_tokens / max_completion_tokens
+  // Completions generated per prompt, of which the n with the highest mean token logprob are
+  // returned (OpenAI's legacy best_of); >= n, not with stream.
+  int64_t best_of = 1;
+  // max_tokens / max_completion_tokens; 0 only for completions with echo (the prompt scored,
+  // nothing generated).
+  std::optional<int64_t> max_tokens;
   SamplingParams sampling;
   bool seed_given = false;             // else each request draws a random seed
   std::vector<std::string> stop;       // strings (string or array in the body)
@@ -89,7 +94,7 @@ struct PromptInput {
 struct CompletionRequest {
   GenerationParams params;
   std::vector<PromptInput> prompts;  // a string, an array of ids, or an array of either
-  bool echo = false;
+  bool echo = false;  // the response text starts with the prompt (with logprobs: its logprobs)
 };
 
 // tool_choice: "none" (no calls parsed), "auto" (the server's --tool-call-parser reads the
@@ -146,6 +151,8 @@ Json ChatLogprobEntry(const TokenText& sampled, const std::vector<TokenText>& to
 class CompletionLogprobs {
  public:
   void add(const TokenText& sampled, const std::vector<TokenText>& top, int64_t text_offset);
+  // The first prompt token of an echo: no logprob (null), no alternatives (null).
+  void add_unscored(const std::string& text, int64_t text_offset);
   Json json() const;
   bool empty() const { return tokens_.empty(); }
 

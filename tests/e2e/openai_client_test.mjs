@@ -154,3 +154,40 @@ test('errors: a bad request is a 400 BadRequestError, a wrong key a 401', async 
     (e) => e instanceof OpenAI.AuthenticationError && e.status === 401,
   );
 });
+
+test('echo returns the prompt first, with its logprobs; max_tokens 0 scores the prompt', async () => {
+  const r = await client.completions.create({
+    model, prompt: 'Hello there', max_tokens: 3, temperature: 0, logprobs: 1, echo: true, ignore_eos: true,
+  });
+  const plain = await client.completions.create({
+    model, prompt: 'Hello there', max_tokens: 3, temperature: 0, ignore_eos: true,
+  });
+  const c = r.choices[0];
+  assert.equal(c.text, 'Hello there' + plain.choices[0].text);
+  const lp = c.logprobs;
+  assert.equal(lp.tokens.length, r.usage.prompt_tokens + 3);
+  assert.equal(lp.token_logprobs[0], null);  // the first prompt token has no context
+  assert.equal(lp.top_logprobs[0], null);
+  for (const v of lp.token_logprobs.slice(1)) assert.ok(v <= 0);
+  assert.equal(lp.tokens.slice(0, r.usage.prompt_tokens).join(''), 'Hello there');
+  const scored = await client.completions.create({ model, prompt: 'Hello there', max_tokens: 0, echo: true, logprobs: 0 });
+  assert.equal(scored.choices[0].text, 'Hello there');
+  assert.equal(scored.usage.completion_tokens, 0);
+  assert.deepEqual(scored.choices[0].logprobs.token_logprobs, lp.token_logprobs.slice(0, r.usage.prompt_tokens));
+  await assert.rejects(client.completions.create({ model, prompt: 'x', max_tokens: 0 }),
+    (e) => e.status === 400 && /echo/.test(e.message));
+});
+
+test('best_of generates more and returns the n most likely', async () => {
+  const req = { model, prompt: 'Hi', max_tokens: 4, n: 2, best_of: 5, seed: 9, ignore_eos: true };
+  const r = await client.completions.create(req);
+  assert.deepEqual(r.choices.map((c) => c.index), [0, 1]);
+  assert.equal(r.usage.completion_tokens, 20);  // all five candidates are billed
+  // The returned two are the best two of the five (same seeds: choice j has seed 9 + j).
+  const all = await client.completions.create({ ...req, n: 5, best_of: 5, logprobs: 0 });
+  const mean = (c) => c.logprobs.token_logprobs.reduce((a, b) => a + b, 0) / c.logprobs.token_logprobs.length;
+  const ranked = [...all.choices].sort((a, b) => mean(b) - mean(a)).map((c) => c.text);
+  assert.deepEqual(r.choices.map((c) => c.text), ranked.slice(0, 2));
+  await assert.rejects(client.completions.create({ ...req, stream: true }),
+    (e) => e.status === 400 && /best_of/.test(e.message));
+});
