@@ -60,6 +60,11 @@ void AddGenerateCommand(CLI::App& app, int* exit_code) {
                   "Run every line of this file as a prompt, all together through the engine "
                   "(continuous batching, under the Scheduler flags); report throughput, TTFT "
                   "and TPOT. json: one object per prompt in file order, then a summary object");
+  cmd->add_option("--grammar-file", opts->grammar_file,
+                  "Constrain the output to a GBNF grammar (llama.cpp's format) in this file");
+  cmd->add_option("-j,--json-schema", opts->json_schema,
+                  "Constrain the output to JSON valid under this JSON Schema (its text, or @FILE)");
+  cmd->add_option("--regex", opts->regex, "Constrain the output to match this regular expression");
   AddSchedulerFlags(cmd, &opts->scheduler);  // used with --prompts-file
   AddKvCacheFlags(cmd, &opts->kv);
   AddKvEvictionFlags(cmd, &opts->eviction);

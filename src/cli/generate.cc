@@ -15,10 +15,12 @@
 #include "cli/cli_util.h"
 #include "cli/model_setup.h"
 #include "model/synthetic.h"
+#include "grammar/grammar_cache.h"
 #include "runtime/batch_generate.h"
 #include "runtime/engine.h"
 #include "runtime/engine_core.h"
 #include "runtime/engine_policy.h"
+#include "runtime/structured_decoding.h"
 
 namespace kvserve::cli {
 namespace {
@@ -69,8 +71,41 @@ StatusOr<std::vector<std::string>> ReadPromptsFile(const std::string& path) {
   return prompts;
 }
 
+// --grammar-file / --json-schema / --regex: the compiled grammar (null: none given).
+StatusOr<std::shared_ptr<const grammar::CompiledGrammar>> GrammarFromFlags(
+    const GenerateOptions& o) {
+  const int given = !o.grammar_file.empty() + !o.json_schema.empty() + !o.regex.empty();
+  if (given == 0) return std::shared_ptr<const grammar::CompiledGrammar>();
+  if (given > 1) {
+    return InvalidArgumentError("give one of --grammar-file, --json-schema and --regex");
+  }
+  auto read = [](const std::string& path, const char* flag) -> StatusOr<std::string> {
+    std::ifstream in(path);
+    if (!in) return NotFoundError(std::string("cannot open ") + flag + " '" + path + "'");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  grammar::GrammarSpec spec;
+  if (!o.grammar_file.empty()) {
+    spec.kind = grammar::GrammarKind::kGbnf;
+    KV_ASSIGN_OR_RETURN(spec.text, read(o.grammar_file, "--grammar-file"));
+  } else if (!o.json_schema.empty()) {
+    spec.kind = grammar::GrammarKind::kJsonSchema;
+    spec.text = o.json_schema;
+    if (spec.text[0] == '@') {
+      KV_ASSIGN_OR_RETURN(spec.text, read(spec.text.substr(1), "--json-schema"));
+    }
+  } else {
+    spec.kind = grammar::GrammarKind::kRegex;
+    spec.text = o.regex;
+  }
+  return grammar::CompileGrammar(spec);
+}
+
 // --prompts-file: every prompt through the engine at once.
 int RunPromptsFile(const GenerateOptions& options, const KvEvictionPolicy& policy,
+                   const std::shared_ptr<const grammar::CompiledGrammar>& grammar,
                    LlamaModel& model, const Tokenizer& tokenizer) {
   const bool json = options.output_format == "json";
   auto prompts = ReadPromptsFile(options.prompts_file);
@@ -107,6 +142,7 @@ int RunPromptsFile(const GenerateOptions& options, const KvEvictionPolicy& polic
     in.max_tokens = std::max<int64_t>(1, options.max_new_tokens);
     in.ignore_eos = options.ignore_eos;
     in.kv_policy = policy;
+    in.grammar = grammar;
     inputs.push_back(std::move(in));
   }
 
@@ -218,10 +254,12 @@ int RunGenerateCommand(const GenerateOptions& options) {
   }
 
   // 1. The model.
+  const auto grammar = GrammarFromFlags(options);
+  if (!grammar.ok()) return ReportError(grammar.status());
   CommandModelOptions mo;
   mo.model_path = options.model_path;
   mo.tokenizer_path = options.tokenizer_path;
-  mo.require_tokenizer = !options.prompts_file.empty();
+  mo.require_tokenizer = !options.prompts_file.empty() || *grammar != nullptr;
   mo.model.mla_expanded_kv = options.mla_attention == "expanded";
   auto loaded_or = LoadCommandModel(mo);
   if (!loaded_or.ok()) return ReportError(loaded_or.status());
@@ -229,7 +267,9 @@ int RunGenerateCommand(const GenerateOptions& options) {
   LlamaModel* model = cm.model.get();
   const Tokenizer* tokenizer = cm.tokenizer.get();
   const int64_t vocab_size = model->config().vocab_size;
-  if (!options.prompts_file.empty()) return RunPromptsFile(options, *policy, *model, *tokenizer);
+  if (!options.prompts_file.empty()) {
+    return RunPromptsFile(options, *policy, *grammar, *model, *tokenizer);
+  }
 
   // 2. The prompt.
   std::vector<TokenId> prompt_ids;
@@ -263,10 +303,15 @@ int RunGenerateCommand(const GenerateOptions& options) {
   if (!config.ok()) return ReportError(config.status());
   auto kv = CreateKvCacheWithBanner(*model, tokenizer, config->kv, &pool);
   if (!kv.ok()) return ReportError(kv.status());
+  if (*grammar != nullptr) {
+    config->core.grammar_vocabulary = grammar::TokenTrie::Build(
+        GrammarVocabulary(*tokenizer, config->core.scheduler.eos_token_ids));
+  }
   auto core = EngineCore::Create(config->core, model, &*kv, &pool);
   if (!core.ok()) return ReportError(core.status());
 
   RequestInput input;
+  input.grammar = *grammar;
   input.prompt_ids = prompt_ids;
   input.sampling = options.sampling;
   input.max_tokens = options.max_new_tokens;
@@ -358,6 +403,11 @@ int RunGenerateCommand(const GenerateOptions& options) {
     out["num_decode_steps"] = num_decode_steps;
     out["prefill_tokens_per_s"] = prefill_tps;
     out["decode_tokens_per_s"] = decode_tps;
+    if (*grammar != nullptr) {
+      // Structured output: the engine-thread time its masks took, of the whole run.
+      out["grammar_tokens"] = (*core)->num_grammar_tokens_total();
+      out["grammar_seconds"] = (*core)->grammar_seconds_total();
+    }
     out["threads"] = threads;
     out["load_seconds"] = cm.load_seconds;
     out["num_parameters"] = loaded.config.NumParameters();

@@ -35,6 +35,11 @@ struct GenerateOptions {
   std::string prompts_file;
   // Engine flags (vLLM names and defaults; cli/scheduler_flags.h); used with --prompts-file.
   SchedulerFlags scheduler;
+  // Structured output (at most one; llama.cpp's flag names): a GBNF file, a JSON schema (its
+  // text, or @FILE), a regular expression.
+  std::string grammar_file;
+  std::string json_schema;
+  std::string regex;
 };
 
 // Runs the whole command; returns the process exit status. Errors print "error: ...".

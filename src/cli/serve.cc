@@ -27,8 +27,6 @@
 #include "runtime/engine.h"
 #include "runtime/engine_policy.h"
 #include "server/server.h"
-#include "toolcall/parser_selection.h"
-#include "toolcall/template_detect.h"
 #include "toolcall/tool_call_parser.h"
 
 namespace kvserve::cli {
@@ -49,57 +47,9 @@ struct ServeOptions {
   int threads = 0;
   std::string chat_template_path;
   double shutdown_timeout_s = 30.0;
-  bool enable_auto_tool_choice = false;
-  std::string tool_call_parser;  // empty: detected from the chat template
-  std::string reasoning_parser;  // empty: none; "auto": from the chat template
+  ChatOutputFlags chat_output;  // --enable-auto-tool-choice, --tool-call-parser, --reasoning-parser
 };
 
-// Tool calls and reasoning (--enable-auto-tool-choice, --tool-call-parser, --reasoning-parser)
-// resolved against the chat template. `owned_parser` keeps the tool_choice "auto" parser.
-StatusOr<ChatOutputConfig> ResolveChatOutput(const ServeOptions& o,
-                                             const ModelChatTemplates& chat,
-                                             std::unique_ptr<toolcall::ToolCallParser>* owned_parser,
-                                             std::string* banner) {
-  ChatOutputConfig config;
-  const std::string& source = chat.tools_source();
-  KV_ASSIGN_OR_RETURN(*owned_parser, toolcall::ResolveToolCallParser(
-                                         o.tool_call_parser, o.enable_auto_tool_choice, source));
-  config.tool_call_parser = owned_parser->get();
-  KV_ASSIGN_OR_RETURN(config.reasoning,
-                      toolcall::ResolveReasoningParser(o.reasoning_parser, source));
-  if (config.tool_call_parser != nullptr) {
-    config.id_style = config.tool_call_parser->id_style();
-  } else if (toolcall::DetectToolCallFormat(source) == "mistral") {
-    config.id_style = toolcall::ToolCallIdStyle::kMistral;
-  }
-  *banner = "tool_choice auto: ";
-  if (config.tool_call_parser != nullptr) {
-    *banner += std::string(config.tool_call_parser->name()) + " parser" +
-               (o.tool_call_parser.empty() ? " (from the chat template)" : "");
-  } else {
-    *banner += "off (--enable-auto-tool-choice)";
-  }
-  *banner += "; tool_choice required / named and structured output: on; reasoning parser: ";
-  *banner += config.reasoning.has_value()
-                 ? config.reasoning->start_tag + "..." + config.reasoning->end_tag
-                 : std::string("off");
-  return config;
-}
-
-// Control tokens whose text the output keeps: the markup the tool-call and reasoning parsers
-// read.
-std::vector<TokenId> MarkupTokenIds(const Tokenizer& tokenizer) {
-  const std::vector<std::string>& texts = toolcall::MarkupTokenTexts();
-  std::vector<TokenId> ids;
-  const VocabSpec& spec = tokenizer.spec();
-  for (size_t id = 0; id < spec.tokens.size(); ++id) {
-    if (!spec.token_types.empty() && spec.token_types[id] != TokenType::kControl) continue;
-    if (std::find(texts.begin(), texts.end(), spec.tokens[id]) != texts.end()) {
-      ids.push_back(static_cast<TokenId>(id));
-    }
-  }
-  return ids;
-}
 
 // Blocks SIGTERM/SIGINT in this thread (and so in every thread started after), and waits for
 // them on a watcher thread that calls `on_signal` once.
@@ -168,9 +118,11 @@ int RunServe(const ServeOptions& o) {
                  "note: the model has no chat template; /v1/chat/completions uses ChatML.\n");
   }
 
+  // Tool calls and reasoning: the flags against the template.
   std::unique_ptr<toolcall::ToolCallParser> tool_call_parser;
   std::string tools_banner;
-  auto chat_output = ResolveChatOutput(o, *chat, &tool_call_parser, &tools_banner);
+  auto chat_output =
+      ResolveChatOutput(o.chat_output, chat->tools_source(), &tool_call_parser, &tools_banner);
   if (!chat_output.ok()) return ReportError(chat_output.status());
 
   // The API name: the flag, else the --model path (as vLLM), else the built-in model's name
@@ -344,19 +296,19 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--chat-template", o->chat_template_path,
                   "Jinja chat template file overriding the model's (default: the model's, else "
                   "ChatML)");
-  cmd->add_flag("--enable-auto-tool-choice", o->enable_auto_tool_choice,
+  cmd->add_flag("--enable-auto-tool-choice", o->chat_output.enable_auto_tool_choice,
                "Parse tool calls from the model's output for requests with tools and "
                "tool_choice \"auto\" (vLLM's flag); tool_choice \"required\" or a named function "
                "works without it");
   {
     std::string names;
     for (const std::string& n : toolcall::ToolCallParserNames()) names += (names.empty() ? "" : ", ") + n;
-    cmd->add_option("--tool-call-parser", o->tool_call_parser,
+    cmd->add_option("--tool-call-parser", o->chat_output.tool_call_parser,
                     "The model's tool-call format (" + names +
                         "); default: detected from the chat template. Needs "
                         "--enable-auto-tool-choice");
   }
-  cmd->add_option("--reasoning-parser", o->reasoning_parser,
+  cmd->add_option("--reasoning-parser", o->chat_output.reasoning_parser,
                   "Split <think>...</think> (or the model's reasoning markers) into "
                   "reasoning_content: deepseek_r1, qwen3, command_r, mistral, or auto (from the "
                   "chat template)");

@@ -351,6 +351,8 @@ void Engine::publish_stats() {
   s.kv = ks;
   s.memory = core_->memory_stats();
   s.clipped_values_total = kv_cache_->storage->quant_stats().total_clipped();
+  s.grammar_tokens_total = core_->num_grammar_tokens_total();
+  s.grammar_seconds_total = core_->grammar_seconds_total();
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_ = s;
 }

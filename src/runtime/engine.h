@@ -83,6 +83,9 @@ struct EngineStats {
   KvCacheManagerStats kv;              // the cache manager's counters (miss reasons, evictions)
   KvMemoryStats memory;                // blocks, bytes and fragmentation right now
   int64_t clipped_values_total = 0;    // fp8 KV values that saturated, all layers
+  // Structured output: tokens sampled under a grammar; seconds spent masking them.
+  int64_t grammar_tokens_total = 0;
+  double grammar_seconds_total = 0.0;
 };
 
 namespace engine_internal {

@@ -93,6 +93,9 @@ class EngineCore {
 
   // Structured-output requests holding a grammar state (0 once they all finished).
   int64_t num_grammar_states() const { return runner_->num_grammar_states(); }
+  // Tokens sampled under a grammar, and the seconds their masks and grammar steps took.
+  int64_t num_grammar_tokens_total() const { return runner_->num_grammar_tokens_total(); }
+  double grammar_seconds_total() const { return runner_->grammar_seconds_total(); }
 
   void check_invariants() const { scheduler_->check_invariants(); }
 

@@ -47,6 +47,13 @@ class ModelRunner {
   int64_t num_grammar_states() const {
     return structured_ != nullptr ? structured_->num_sequences() : 0;
   }
+  // Structured output so far: tokens sampled under a grammar, seconds spent on their masks.
+  int64_t num_grammar_tokens_total() const {
+    return structured_ != nullptr ? structured_->num_tokens_total() : 0;
+  }
+  double grammar_seconds_total() const {
+    return structured_ != nullptr ? structured_->seconds_total() : 0.0;
+  }
   // What the steps recorded for H2O, SnapKV and PyramidKV (EngineCore compacts with it).
   AttentionMassTracker& attention_mass() { return attention_mass_; }
 

@@ -1,5 +1,6 @@
 #include "runtime/structured_decoding.h"
 
+#include <chrono>
 #include <utility>
 
 #include "base/check.h"
@@ -32,9 +33,28 @@ StructuredDecoder::StructuredDecoder(std::shared_ptr<const grammar::TokenTrie> t
   KV_CHECK(trie_ != nullptr);
 }
 
+namespace {
+
+// Adds the time from construction to destruction to *seconds.
+class Timed {
+ public:
+  explicit Timed(double* seconds) : seconds_(seconds), start_(std::chrono::steady_clock::now()) {}
+  ~Timed() {
+    *seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  double* seconds_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
+
 int64_t StructuredDecoder::Constrain(
     SeqId id, const std::shared_ptr<const grammar::CompiledGrammar>& g,
     const std::vector<TokenId>& output_ids, float* logits, int64_t num_logits) {
+  Timed timed(&seconds_total_);
+  ++num_tokens_total_;
   auto it = sequences_.find(id);
   if (it == sequences_.end()) {
     std::shared_ptr<grammar::TokenMasker> masker = maskers_.Get(g);
@@ -52,6 +72,7 @@ int64_t StructuredDecoder::Constrain(
 }
 
 bool StructuredDecoder::Advance(SeqId id, TokenId token) {
+  Timed timed(&seconds_total_);
   auto it = sequences_.find(id);
   KV_CHECK(it != sequences_.end()) << "request " << id << " has no grammar state";
   Sequence& seq = it->second;

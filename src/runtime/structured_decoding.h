@@ -50,6 +50,11 @@ class StructuredDecoder {
   void Erase(SeqId id) { sequences_.erase(id); }
   int64_t num_sequences() const { return static_cast<int64_t>(sequences_.size()); }
 
+  // Work done so far: tokens constrained, and the thread time spent in Constrain() and
+  // Advance() (masks, applying them to the logits, grammar steps).
+  int64_t num_tokens_total() const { return num_tokens_total_; }
+  double seconds_total() const { return seconds_total_; }
+
  private:
   struct Sequence {
     std::shared_ptr<grammar::TokenMasker> masker;
@@ -58,6 +63,8 @@ class StructuredDecoder {
   std::shared_ptr<const grammar::TokenTrie> trie_;
   grammar::TokenMaskerCache maskers_;
   std::unordered_map<SeqId, Sequence> sequences_;
+  int64_t num_tokens_total_ = 0;
+  double seconds_total_ = 0.0;
 };
 
 }  // namespace kvserve

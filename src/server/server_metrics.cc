@@ -162,6 +162,14 @@ std::string OpenAiServer::RenderMetrics() const {
       w.sample("kv_cache_scale", v_max, {{"layer", std::to_string(l)}, {"tensor", "v"}});
     }
   }
+  w.single("structured_output_tokens_total", "counter",
+           "Tokens sampled under a structured-output grammar (response_format, guided_*, "
+           "grammar, forced tool calls).",
+           static_cast<double>(st.grammar_tokens_total));
+  w.single("structured_output_mask_seconds_total", "counter",
+           "Engine-thread seconds spent computing and applying grammar token masks and "
+           "advancing grammar states.",
+           st.grammar_seconds_total);
   w.single("kv_cache_clipped_values_total", "counter",
            "Quantized KV values that saturated at the format's largest value (fp8).",
            static_cast<double>(st.clipped_values_total));

@@ -1,9 +1,12 @@
 #include "server/structured_output.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "grammar/json_schema.h"
 #include "toolcall/forced_tool_call_parser.h"
+#include "toolcall/parser_selection.h"
+#include "toolcall/template_detect.h"
 
 namespace kvserve {
 
@@ -124,6 +127,50 @@ StatusOr<ChatOutputPlan> PlanChatOutput(const openai::ChatRequest& request,
         toolcall::PromptOpensReasoning(prompt_text, *config.reasoning);
   }
   return plan;
+}
+
+StatusOr<ChatOutputConfig> ResolveChatOutput(const ChatOutputFlags& flags,
+                                             std::string_view template_source,
+                                             std::unique_ptr<toolcall::ToolCallParser>* owned_parser,
+                                             std::string* banner) {
+  ChatOutputConfig config;
+  KV_ASSIGN_OR_RETURN(*owned_parser,
+                      toolcall::ResolveToolCallParser(flags.tool_call_parser,
+                                                      flags.enable_auto_tool_choice,
+                                                      template_source));
+  config.tool_call_parser = owned_parser->get();
+  KV_ASSIGN_OR_RETURN(config.reasoning,
+                      toolcall::ResolveReasoningParser(flags.reasoning_parser, template_source));
+  if (config.tool_call_parser != nullptr) {
+    config.id_style = config.tool_call_parser->id_style();
+  } else if (toolcall::DetectToolCallFormat(template_source) == "mistral") {
+    config.id_style = toolcall::ToolCallIdStyle::kMistral;
+  }
+  *banner = "tool_choice auto: ";
+  if (config.tool_call_parser != nullptr) {
+    *banner += std::string(config.tool_call_parser->name()) + " parser" +
+               (flags.tool_call_parser.empty() ? " (from the chat template)" : "");
+  } else {
+    *banner += "off (--enable-auto-tool-choice)";
+  }
+  *banner += "; tool_choice required / named and structured output: on; reasoning parser: ";
+  *banner += config.reasoning.has_value()
+                 ? config.reasoning->start_tag + "..." + config.reasoning->end_tag
+                 : std::string("off");
+  return config;
+}
+
+std::vector<TokenId> MarkupTokenIds(const Tokenizer& tokenizer) {
+  const std::vector<std::string>& texts = toolcall::MarkupTokenTexts();
+  std::vector<TokenId> ids;
+  const VocabSpec& spec = tokenizer.spec();
+  for (size_t id = 0; id < spec.tokens.size(); ++id) {
+    if (!spec.token_types.empty() && spec.token_types[id] != TokenType::kControl) continue;
+    if (std::find(texts.begin(), texts.end(), spec.tokens[id]) != texts.end()) {
+      ids.push_back(static_cast<TokenId>(id));
+    }
+  }
+  return ids;
 }
 
 }  // namespace kvserve

@@ -13,10 +13,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 #include "grammar/grammar_cache.h"
 #include "server/openai_api.h"
+#include "tokenizer/tokenizer.h"
 #include "toolcall/chat_output_parser.h"
 #include "toolcall/reasoning_parser.h"
 #include "toolcall/tool_call_parser.h"
@@ -49,6 +51,27 @@ struct ChatOutputConfig {
   // alphanumerics).
   toolcall::ToolCallIdStyle id_style = toolcall::ToolCallIdStyle::kOpenAi;
 };
+
+// The start-up flags of tool calls and reasoning (vLLM's names).
+struct ChatOutputFlags {
+  bool enable_auto_tool_choice = false;  // --enable-auto-tool-choice
+  std::string tool_call_parser;          // --tool-call-parser; empty: from the template
+  std::string reasoning_parser;          // --reasoning-parser; empty: off; "auto"
+};
+
+// The flags resolved against the chat template's source (the one requests with tools render
+// with): the parsers (`owned_parser` keeps the tool_choice "auto" parser, which the config
+// points at), the id style, and a line for the start-up banner. InvalidArgument for an
+// unknown parser name, --tool-call-parser without --enable-auto-tool-choice, or a format the
+// template does not show.
+StatusOr<ChatOutputConfig> ResolveChatOutput(const ChatOutputFlags& flags,
+                                             std::string_view template_source,
+                                             std::unique_ptr<toolcall::ToolCallParser>* owned_parser,
+                                             std::string* banner);
+
+// Control tokens whose text the output must keep (EngineOptions::detokenize_special_ids): the
+// tool-call and reasoning markup (toolcall::MarkupTokenTexts) the parsers read.
+std::vector<TokenId> MarkupTokenIds(const Tokenizer& tokenizer);
 
 // How one chat request's choices are read. Owns the forced parser it may use.
 struct ChatOutputPlan {

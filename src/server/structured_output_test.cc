@@ -215,5 +215,55 @@ TEST_F(StructuredOutputTest, ChatOutputPlans) {
   EXPECT_TRUE(PlanChatOutput(none, without_parser, false, "", &err)->plain());
 }
 
+TEST(ChatOutputFlagsTest, ResolvedAgainstTheTemplate) {
+  const std::string qwen = "{% for tool in tools %}{{ tool | tojson }}{% endfor %}<tool_call>\n"
+                           "{\"name\": <function-name>}\n</tool_call>{% if '<think>' %}{% endif %}";
+  std::unique_ptr<toolcall::ToolCallParser> owned;
+  std::string banner;
+  ChatOutputFlags flags;
+  // Off by default: no parser, forced tool calls still on.
+  auto off = ResolveChatOutput(flags, qwen, &owned, &banner);
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_EQ(off->tool_call_parser, nullptr);
+  EXPECT_NE(banner.find("tool_choice auto: off"), std::string::npos) << banner;
+  // --enable-auto-tool-choice: detected from the template.
+  flags.enable_auto_tool_choice = true;
+  flags.reasoning_parser = "qwen3";
+  auto on = ResolveChatOutput(flags, qwen, &owned, &banner);
+  ASSERT_TRUE(on.ok()) << on.status().ToString();
+  ASSERT_EQ(on->tool_call_parser, owned.get());
+  EXPECT_EQ(on->tool_call_parser->name(), "hermes");
+  EXPECT_EQ(on->reasoning->start_tag, "<think>");
+  EXPECT_NE(banner.find("hermes parser (from the chat template)"), std::string::npos) << banner;
+  // Errors: an unknown name; a parser without --enable-auto-tool-choice; nothing detected.
+  flags.tool_call_parser = "nope";
+  EXPECT_FALSE(ResolveChatOutput(flags, qwen, &owned, &banner).ok());
+  flags.tool_call_parser = "mistral";
+  flags.enable_auto_tool_choice = false;
+  EXPECT_FALSE(ResolveChatOutput(flags, qwen, &owned, &banner).ok());
+  flags = ChatOutputFlags{};
+  flags.enable_auto_tool_choice = true;
+  EXPECT_FALSE(ResolveChatOutput(flags, "{{ messages }}", &owned, &banner).ok());
+}
+
+TEST(ChatOutputFlagsTest, MarkupControlTokensAreKeptOthersNot) {
+  // The synthetic vocabulary plus four added tokens.
+  auto synthetic = MakeSyntheticModel(SyntheticModelOptions{.preset = "tiny"});
+  ASSERT_TRUE(synthetic.ok());
+  VocabSpec spec = *synthetic->vocab;
+  auto add = [&](const std::string& text, TokenType type) {
+    spec.tokens.push_back(text);
+    spec.token_types.push_back(type);
+  };
+  const auto first_new = static_cast<TokenId>(spec.tokens.size());
+  add("<|python_tag|>", TokenType::kControl);
+  add("<|im_start|>", TokenType::kControl);
+  add("<tool_call>", TokenType::kUserDefined);  // has text anyway
+  add("[TOOL_CALLS]", TokenType::kControl);
+  auto tok = Tokenizer::Create(spec);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  EXPECT_EQ(MarkupTokenIds(**tok), (std::vector<TokenId>{first_new, first_new + 3}));
+}
+
 }  // namespace
 }  // namespace kvserve
