@@ -14,6 +14,8 @@ PACKAGES=(
   prometheus                          # promtool validates /metrics in tests
   python3
   python3-jinja2                      # reference renderer for the chat template tests
+  libhnswlib-dev                      # approximate nearest neighbours: the semantic cache
+  libxxhash-dev                       # 128-bit hashes of semantic-cache scopes and keys
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -29,11 +29,12 @@ ALLOWED = {
     "chat": {"model", "tokenizer", "base"},
     "toolcall": {"base"},
     "grammar": {"base"},
+    "semcache": {"base"},
     "http": {"base"},
-    "server": {"http", "runtime", "grammar", "toolcall", "model", "kv", "sampling", "tokenizer",
+    "server": {"http", "runtime", "grammar", "toolcall", "semcache", "model", "kv", "sampling", "tokenizer",
                "tensor", "base"},
     "loadgen": {"trace", "base"},
-    "cli": {"server", "http", "chat", "toolcall", "grammar", "loadgen", "eval", "sim", "trace", "plan", "runtime", "model", "kv",
+    "cli": {"server", "http", "chat", "toolcall", "grammar", "semcache", "loadgen", "eval", "sim", "trace", "plan", "runtime", "model", "kv",
             "sampling", "tokenizer", "kernels", "tensor", "base"},
 }
 

@@ -270,8 +270,8 @@ struct OpenAiServer::Generation {
       const Choice& c = *kept;
       Json choice = {{"index", index++}, {"finish_reason", FinishReasonName(c.finish)}};
       if (chat && !plan.plain()) {
-        const toolcall::ChatOutput message =
-            toolcall::ParseChatOutput(c.text, plan.options, tool_call_ids);
+        toolcall::ChatOutput message = toolcall::ParseChatOutput(c.text, plan.options, tool_call_ids);
+        if (plan.single_tool_call && message.tool_calls.size() > 1) message.tool_calls.resize(1);
         choice["message"] = toolcall::OpenAiMessageJson(message);
         if (!message.tool_calls.empty() && c.finish == FinishReason::kStop) {
           choice["finish_reason"] = "tool_calls";
@@ -327,7 +327,10 @@ struct OpenAiServer::Generation {
       std::vector<toolcall::OutputDelta> parsed;
       if (!text.empty()) c.output->Feed(text, &parsed);
       if (ev.finished()) c.output->Finish(&parsed);
-      for (const toolcall::OutputDelta& d : parsed) deltas.push_back(toolcall::OpenAiDeltaJson(d));
+      for (const toolcall::OutputDelta& d : parsed) {
+        if (plan.single_tool_call && d.tool_call_index >= 1) continue;  // parallel_tool_calls false
+        deltas.push_back(toolcall::OpenAiDeltaJson(d));
+      }
     } else if (!text.empty()) {
       deltas.push_back(Json{{"content", text}});
     }

@@ -97,6 +97,7 @@ StatusOr<ChatOutputPlan> PlanChatOutput(const openai::ChatRequest& request,
                                         std::string_view prompt_text, openai::ParamError* error) {
   ChatOutputPlan plan;
   plan.id_style = config.id_style;
+  plan.single_tool_call = !request.parallel_tool_calls;
   switch (request.tool_choice) {
     case ToolChoice::kNone:
       break;

@@ -78,6 +78,9 @@ struct ChatOutputPlan {
   std::unique_ptr<toolcall::ToolCallParser> forced_parser;  // "required" / a named function
   toolcall::ChatOutputOptions options;  // tool_call_parser: forced_parser or the server's
   toolcall::ToolCallIdStyle id_style = toolcall::ToolCallIdStyle::kOpenAi;
+  // parallel_tool_calls false: calls after the first are dropped (with "auto"; a forced
+  // "required" grammar allows only one).
+  bool single_tool_call = false;
   // Nothing to parse: the text is the content, as it streams.
   bool plain() const { return options.tool_call_parser == nullptr && !options.reasoning; }
 };

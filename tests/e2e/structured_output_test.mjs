@@ -434,6 +434,17 @@ test('tool_choice "auto": the Hermes parser turns <tool_call> blocks into tool_c
   assert.equal(s.content, 'Let me check.');
   assert.deepEqual(s.calls.map((c) => [c.function.name, c.function.arguments]),
     r.choices[0].message.tool_calls.map((c) => [c.function.name, c.function.arguments]));
+  // Two calls; parallel_tool_calls false keeps the first, streaming and not.
+  const two = '<tool_call>\\n\\{"name": "get_weather", "arguments": \\{"city": "ab"\\}\\}\\n</tool_call>\\n' +
+    '<tool_call>\\n\\{"name": "search", "arguments": \\{"query": "cd"\\}\\}\\n</tool_call>';
+  const both = await client.chat.completions.create({ ...req, guided_regex: two });
+  assert.deepEqual(both.choices[0].message.tool_calls.map((c) => c.function.name), ['get_weather', 'search']);
+  const one = await client.chat.completions.create({ ...req, guided_regex: two, parallel_tool_calls: false });
+  assert.deepEqual(one.choices[0].message.tool_calls.map((c) => c.function.name), ['get_weather']);
+  const oneStream = await collectStream(await client.chat.completions.create({
+    ...req, guided_regex: two, parallel_tool_calls: false, stream: true,
+  }));
+  assert.deepEqual(oneStream.calls.map((c) => c.function.name), ['get_weather']);
   // Plain text with tools and tool_choice "auto" stays content.
   const plain = await client.chat.completions.create({ ...req, guided_regex: 'No tools needed\\.' });
   assert.equal(plain.choices[0].message.content, 'No tools needed.');
