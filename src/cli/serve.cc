@@ -48,6 +48,11 @@ struct ServeOptions {
   std::string chat_template_path;
   double shutdown_timeout_s = 30.0;
   ChatOutputFlags chat_output;  // --enable-auto-tool-choice, --tool-call-parser, --reasoning-parser
+  // The response cache (tier 1): --semantic-cache and its bounds.
+  bool semantic_cache = false;
+  float semantic_cache_threshold = 0.96f;
+  int64_t semantic_cache_max_entries = 100000;
+  double semantic_cache_ttl_s = 3600.0;
 };
 
 
@@ -186,6 +191,13 @@ int RunServe(const ServeOptions& o) {
   so.kv.num_kv_heads = kv->spec.num_kv_heads;
   so.kv.scales = kv->storage->scales();
   so.chat_output = *chat_output;
+  if (o.semantic_cache) {
+    semcache::SemanticCacheOptions sco;
+    sco.max_entries = o.semantic_cache_max_entries;
+    sco.ttl_seconds = o.semantic_cache_ttl_s;
+    so.response_cache.cache = std::make_shared<semcache::SemanticCache>(sco);
+    so.response_cache.threshold = o.semantic_cache_threshold;
+  }
   so.render_chat = [chat](const openai::ChatRequest& req) -> StatusOr<std::string> {
     ChatTemplateInputs in;
     in.messages = req.messages;
@@ -209,6 +221,15 @@ int RunServe(const ServeOptions& o) {
                sc.enable_chunked_prefill ? "on" : "off", threads,
                o.api_key.empty() ? "off" : "required", chat->description().c_str());
   std::fprintf(stderr, "serve: %s\n", tools_banner.c_str());
+  if (o.semantic_cache) {
+    std::fprintf(stderr,
+                 "serve: response cache (tier 1): exact repeats (no --embedding-model: no "
+                 "similarity hits); up to %lld entries, TTL %.0f s; by default for requests "
+                 "with temperature 0 or a seed and n = 1\n",
+                 static_cast<long long>(o.semantic_cache_max_entries), o.semantic_cache_ttl_s);
+  } else {
+    std::fprintf(stderr, "serve: response cache (tier 1): off (--semantic-cache)\n");
+  }
   std::fprintf(stderr,
                "serve: HTTP: --max-connections %lld, request body <= %s, header <= %s; "
                "deadlines: header %.0f s, body %.0f s, keep-alive idle %.0f s\n",
@@ -312,6 +333,22 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                   "Split <think>...</think> (or the model's reasoning markers) into "
                   "reasoning_content: deepseek_r1, qwen3, command_r, mistral, or auto (from the "
                   "chat template)");
+  cmd->add_flag("--semantic-cache", o->semantic_cache,
+               "Serve repeated requests from a response cache in front of the engine (tier 1): "
+               "exact repeats; by default only requests with temperature 0 or a seed and n = 1 "
+               "(a request opts in or out with \"semantic_cache\": {\"mode\": ...})");
+  cmd->add_option("--semantic-cache-threshold", o->semantic_cache_threshold,
+                  "Least cosine similarity of a semantic hit (with an embedding model)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--semantic-cache-max-entries", o->semantic_cache_max_entries,
+                  "Responses the cache keeps (least recently used dropped first)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--semantic-cache-ttl", o->semantic_cache_ttl_s,
+                  "Seconds a stored response stays valid (0: until evicted)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout_s,
                   "On SIGTERM/SIGINT: seconds in-flight requests may take to finish before they "
                   "are aborted")

@@ -260,6 +260,22 @@ struct OpenAiServer::Generation {
       if (writer.client_gone()) return CancelledError("the client went away");
       if (!timed_out) apply(choices[which], ev, nullptr, nullptr);
     }
+    return body();
+  }
+
+  // Every choice ended normally (stop, length; not an error, an abort or a client that left):
+  // the response may be stored in the response cache.
+  bool complete() const {
+    for (const Choice& c : choices) {
+      if (!c.done || (c.finish != FinishReason::kStop && c.finish != FinishReason::kLength)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // The non-streamed response body of the choices so far (InternalError when a choice failed).
+  StatusOr<Json> body() {
     const bool want_logprobs = params.logprobs >= 0;
     for (const Choice& c : choices) {
       if (c.finish == FinishReason::kError) return InternalError("generation failed: " + c.error);
@@ -431,13 +447,71 @@ void OpenAiServer::handle_generate(const Request& req, Response& res, Writer& wr
     if (!planned.ok()) return reply_status(res, planned.status(), perr);
     plan = std::move(planned).value();
   }
+  // Tier 1: the response cache, once the request is known to be valid.
+  const ResponseCachePlan cache = PlanResponseCache(
+      *request, options_.response_cache, req.header("Cache-Control"),
+      options_.api_key.empty() ? "" : req.header("Authorization"), options_.served_model_name);
+  http::Headers cache_headers;
+  if (cache.mode != ResponseCacheMode::kOff) cache_headers.push_back({"x-kvserve-cache", "miss"});
+  if (cache.lookup) {
+    const semcache::LookupResult hit = options_.response_cache.cache->Lookup(
+        cache.scope, cache.key_text, cache.embedding, cache.threshold);
+    metrics_.record_cache_lookup(
+        semcache::HitKindName(hit.kind), !hit.veto_reason.empty(),
+        cache.mode == ResponseCacheMode::kSemantic ? hit.similarity : -1.0,
+        hit.response != nullptr ? hit.response->generation_seconds : 0.0);
+    if (hit.kind != semcache::HitKind::kMiss) {
+      return respond_from_cache(*request, hit, res, writer);
+    }
+  }
+  const auto start = EngineClock::now();
   auto gen = submit_generation(*request, std::move(inputs).value(), std::move(plan));
   if (!gen.ok()) return reply_status(res, gen.status());
   if (request->params().stream) {
-    respond_streaming(**gen, writer);
+    respond_streaming(**gen, writer, cache_headers);
   } else {
     respond_gathered(**gen, res, writer);
+    res.headers.insert(res.headers.end(), cache_headers.begin(), cache_headers.end());
   }
+  if (cache.store && (*gen)->complete()) {
+    auto body = (*gen)->body();
+    if (!body.ok()) return;
+    semcache::CachedResponse stored;
+    stored.id = (*gen)->id;
+    stored.payload = openai::Dump(*body);
+    stored.num_output_tokens = (*body)["usage"]["completion_tokens"].get<int64_t>();
+    stored.generation_seconds = Seconds(EngineClock::now() - start);
+    if (options_.response_cache.cache
+            ->Insert(cache.scope, cache.key_text, cache.embedding, std::move(stored))
+            .ok()) {
+      metrics_.count_cache_store();
+    }
+  }
+}
+
+void OpenAiServer::respond_from_cache(const GenerateRequest& request,
+                                      const semcache::LookupResult& hit, Response& res,
+                                      Writer& writer) {
+  const Json body = CachedBody(*hit.response, hit, RandomId(request.chat ? "chatcmpl-" : "cmpl-"));
+  char similarity[32];
+  std::snprintf(similarity, sizeof(similarity), "%.4f", hit.similarity);
+  const http::Headers headers = {{"x-kvserve-cache", semcache::HitKindName(hit.kind)},
+                                 {"x-kvserve-cache-similarity", similarity},
+                                 {"x-kvserve-cache-original-id", hit.response->id}};
+  if (!request.params().stream) {
+    res.content_type = "application/json";
+    res.headers = headers;
+    res.body = openai::Dump(body);
+    return;
+  }
+  http::Headers stream_headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+  stream_headers.insert(stream_headers.end(), headers.begin(), headers.end());
+  if (!writer.StartStream(200, "text/event-stream", stream_headers)) return;
+  for (const Json& chunk :
+       CachedStreamChunks(body, request.chat, request.params().include_usage)) {
+    if (!writer.Write("data: " + openai::Dump(chunk) + "\n\n")) return;
+  }
+  if (writer.Write("data: [DONE]\n\n")) writer.EndStream();
 }
 
 StatusOr<std::shared_ptr<OpenAiServer::Generation>> OpenAiServer::submit_generation(
@@ -493,11 +567,11 @@ void OpenAiServer::respond_gathered(Generation& gen, Response& res, const Writer
   res.body = openai::Dump(*body);
 }
 
-void OpenAiServer::respond_streaming(Generation& gen, Writer& writer) {
-  if (!writer.StartStream(200, "text/event-stream",
-                          {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}})) {
-    return;
-  }
+void OpenAiServer::respond_streaming(Generation& gen, Writer& writer,
+                                     const http::Headers& extra_headers) {
+  http::Headers headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+  headers.insert(headers.end(), extra_headers.begin(), extra_headers.end());
+  if (!writer.StartStream(200, "text/event-stream", headers)) return;
   gen.write_sse(writer);
 }
 

@@ -155,7 +155,32 @@ ServerMetrics::ServerMetrics()
       request_prompt_tokens(TokenBuckets()),
       request_generation_tokens(TokenBuckets()),
       request_kv_kept_fraction({0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9,
-                                0.95, 1.0}) {}
+                                0.95, 1.0}),
+      cache_hit_similarity({0.5, 0.7, 0.8, 0.85, 0.9, 0.92, 0.94, 0.95, 0.96, 0.97, 0.98, 0.99, 1.0}),
+      cache_miss_similarity({0.5, 0.7, 0.8, 0.85, 0.9, 0.92, 0.94, 0.95, 0.96, 0.97, 0.98, 0.99,
+                             1.0}) {}
+
+void ServerMetrics::record_cache_lookup(const std::string& result, bool vetoed, double similarity,
+                                        double seconds_saved) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++cache_.lookups[result];
+    cache_.vetoes += vetoed ? 1 : 0;
+    cache_.seconds_saved += seconds_saved;
+  }
+  if (similarity >= 0.0 && result == "semantic") cache_hit_similarity.observe(similarity);
+  if (similarity >= 0.0 && result == "miss") cache_miss_similarity.observe(similarity);
+}
+
+void ServerMetrics::count_cache_store() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++cache_.stores;
+}
+
+ServerMetrics::CacheCounters ServerMetrics::cache_counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cache_;
+}
 
 void ServerMetrics::record_kv_eviction(const std::string& method, int64_t evicted,
                                        int64_t total) {

@@ -96,11 +96,29 @@ struct ServerMetrics {
   Histogram request_kv_kept_fraction;  // per finished request with token eviction
   RecentHitRate recent_hit_rate{1000};
 
+  // Response cache (tier 1). A lookup's result: "miss", "exact" or "semantic"; `vetoed`: a
+  // candidate above the threshold was refused by a lexical rule; `similarity`: the semantic
+  // lookup's best similarity (< 0: none, e.g. exact mode), observed in the hit or miss
+  // histogram; `seconds_saved`: the stored response's generation time (hits).
+  void record_cache_lookup(const std::string& result, bool vetoed, double similarity,
+                           double seconds_saved);
+  void count_cache_store();
+  struct CacheCounters {
+    std::map<std::string, int64_t> lookups;  // by result
+    int64_t vetoes = 0;
+    int64_t stores = 0;
+    double seconds_saved = 0.0;
+  };
+  CacheCounters cache_counters() const;
+  Histogram cache_hit_similarity;
+  Histogram cache_miss_similarity;  // the closest candidate of semantic misses (near misses)
+
  private:
   mutable std::mutex mu_;
   std::map<std::string, int64_t> finished_;
   std::map<int, int64_t> http_errors_;
   std::map<std::string, int64_t> kv_tokens_evicted_;
+  CacheCounters cache_;
 };
 
 }  // namespace kvserve

@@ -275,6 +275,29 @@ Status ParseGenerationParams(const Json& body, Reader& r, bool chat, GenerationP
     }
     p->kv_policy = f;
   }
+  if (r.has("semantic_cache")) {
+    const Json& sc = r.at("semantic_cache");
+    if (!sc.is_object()) return r.fail("semantic_cache", "'semantic_cache' must be an object");
+    GenerationParams::SemanticCacheFields f;
+    for (auto it = sc.begin(); it != sc.end(); ++it) {
+      const std::string param = "semantic_cache." + it.key();
+      if (it.key() == "mode") {
+        const std::string mode = it->is_string() ? it->get<std::string>() : "";
+        if (mode != "on" && mode != "off" && mode != "exact") {
+          return r.fail(param, "'" + param + "' must be \"on\", \"off\" or \"exact\"");
+        }
+        f.mode = mode;
+      } else if (it.key() == "threshold") {
+        if (!it->is_number() || it->get<double>() < 0.0 || it->get<double>() > 1.0) {
+          return r.fail(param, "'" + param + "' must be a number between 0 and 1");
+        }
+        f.threshold = it->get<float>();
+      } else {
+        return r.fail(param, "unknown field '" + param + "' (mode, threshold)");
+      }
+    }
+    p->semantic_cache = f;
+  }
   return ParseGuided(r, p);
 }
 

@@ -82,6 +82,13 @@ struct GenerationParams {
   // BuildEngineInputs.
   std::optional<grammar::GrammarSpec> guided;
   std::string guided_param;  // the field it came from (for errors)
+  // "semantic_cache": {"mode": "on"|"off"|"exact", "threshold": 0..1} (kvserve's extension):
+  // opts the request in or out of the server's response cache (--semantic-cache).
+  struct SemanticCacheFields {
+    std::optional<std::string> mode;
+    std::optional<float> threshold;
+  };
+  std::optional<SemanticCacheFields> semantic_cache;
 };
 inline constexpr int64_t kMaxN = 128;
 

@@ -31,6 +31,7 @@
 #include "server/generate_request.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
+#include "server/response_cache.h"
 #include "server/structured_output.h"
 #include "tokenizer/tokenizer.h"
 
@@ -63,6 +64,8 @@ struct ServerOptions {
   // Tool calls and reasoning: the parser for tool_choice "auto" (null: refused), the
   // reasoning split, the id style of forced calls.
   ChatOutputConfig chat_output;
+  // The response cache in front of the engine (tier 1; --semantic-cache); off by default.
+  ResponseCacheConfig response_cache;
   KvCacheInfo kv;
   KvEvictionPolicy kv_policy;        // the default of requests without "kv_policy"
   // The kernels' instruction-set level in use and the best this CPU has (kernels::SimdLevelName,
@@ -127,7 +130,11 @@ class OpenAiServer {
   void respond_gathered(Generation& gen, Response& res, const Writer& writer);
   // Server-sent events written on this thread: the generation (and its engine requests) ends
   // when the stream ends or its client goes away.
-  void respond_streaming(Generation& gen, Writer& writer);
+  void respond_streaming(Generation& gen, Writer& writer, const http::Headers& extra_headers);
+  // A response-cache hit: the stored response with a new id and the x-kvserve-cache headers,
+  // as one body or replayed as SSE chunks.
+  void respond_from_cache(const GenerateRequest& request, const semcache::LookupResult& hit,
+                          Response& res, Writer& writer);
   void handle_tokenize(const Request& req, Response& res);
   void handle_detokenize(const Request& req, Response& res);
   void handle_models(Response& res);

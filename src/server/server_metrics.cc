@@ -162,6 +162,48 @@ std::string OpenAiServer::RenderMetrics() const {
       w.sample("kv_cache_scale", v_max, {{"layer", std::to_string(l)}, {"tensor", "v"}});
     }
   }
+  if (options_.response_cache.cache != nullptr) {
+    const ServerMetrics::CacheCounters cc = metrics_.cache_counters();
+    const semcache::SemanticCacheStats cs = options_.response_cache.cache->stats();
+    w.family("semantic_cache_lookups_total", "counter",
+             "Response-cache (tier 1) lookups by result: miss, exact (a repeat of a stored "
+             "request), semantic (similar enough and not vetoed).");
+    for (const char* result : {"miss", "exact", "semantic"}) {
+      auto it = cc.lookups.find(result);
+      w.sample("semantic_cache_lookups_total", it == cc.lookups.end() ? 0.0 : static_cast<double>(it->second),
+               {{"result", result}});
+    }
+    w.single("semantic_cache_vetoes_total", "counter",
+             "Lookups where a candidate above the threshold was refused because its numbers, "
+             "capitalised names or negations differ.",
+             static_cast<double>(cc.vetoes));
+    w.single("semantic_cache_stores_total", "counter", "Finished responses stored.",
+             static_cast<double>(cc.stores));
+    w.single("semantic_cache_time_saved_seconds_total", "counter",
+             "Generation time of the stored responses served from the cache.", cc.seconds_saved);
+    w.family("semantic_cache_hit_similarity", "histogram",
+             "Cosine similarity of semantic hits to the stored request.");
+    metrics_.cache_hit_similarity.write(&w, "semantic_cache_hit_similarity");
+    w.family("semantic_cache_miss_similarity", "histogram",
+             "Cosine similarity of the closest stored request on semantic misses (near misses "
+             "just under the threshold show whether it is too strict).");
+    metrics_.cache_miss_similarity.write(&w, "semantic_cache_miss_similarity");
+    w.single("semantic_cache_entries", "gauge", "Responses in the cache.",
+             static_cast<double>(cs.entries));
+    w.single("semantic_cache_scopes", "gauge",
+             "Distinct scopes (model, tenant, system prompt, tools, format, sampling) holding "
+             "entries.",
+             static_cast<double>(cs.scopes));
+    w.single("semantic_cache_bytes", "gauge",
+             "Bytes the cache holds (texts, responses, embeddings, index), estimated.",
+             static_cast<double>(cs.bytes));
+    w.single("semantic_cache_evictions_total", "counter",
+             "Entries dropped by the LRU bound (--semantic-cache-max-entries).",
+             static_cast<double>(cs.evictions));
+    w.single("semantic_cache_expirations_total", "counter",
+             "Entries dropped by the TTL (--semantic-cache-ttl).",
+             static_cast<double>(cs.expirations));
+  }
   w.single("structured_output_tokens_total", "counter",
            "Tokens sampled under a structured-output grammar (response_format, guided_*, "
            "grammar, forced tool calls).",

@@ -87,6 +87,7 @@ struct ServerConfig {
   std::string api_key;
   double shutdown_timeout_s = 30.0;
   int64_t max_body_bytes = 32 << 20;
+  ResponseCacheConfig response_cache;  // off unless a test sets a cache
 };
 
 class ServerTest : public ::testing::Test {
@@ -118,6 +119,7 @@ class ServerTest : public ::testing::Test {
     so.kv.block_size = 16;
     so.kv.num_blocks = c.num_blocks;
     so.kv.bytes_per_token = cache_.spec.bytes_per_token();
+    so.response_cache = c.response_cache;
     server_ = std::make_unique<OpenAiServer>(so, engine_.get(), m.tokenizer.get());
     ASSERT_TRUE(server_->Bind().ok());
     thread_ = std::thread([this] { EXPECT_TRUE(server_->Run().ok()); });
