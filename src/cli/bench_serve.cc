@@ -154,6 +154,10 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--random-prefix-len", d.random_prefix_len,
                   "random: tokens of a prefix common to every prompt (added to the input length)")
       ->capture_default_str();
+  cmd->add_option("--repeat-fraction", d.repeat_fraction,
+                  "Any dataset: this fraction of the requests repeats an earlier one exactly (a "
+                  "response cache's workload; hits are reported from x-kvserve-cache)")
+      ->capture_default_str();
   cmd->add_option("--sp-num-groups", d.sp_num_groups, "shared-prefix: groups (one system prompt each)")
       ->capture_default_str();
   cmd->add_option("--sp-prompts-per-group", d.sp_prompts_per_group, "shared-prefix: questions per group")

@@ -320,8 +320,10 @@ RequestResult OpenAiClient::StreamRequest(const std::string& path, const std::st
   req.body = body_json;
   req.set_header("Content-Type", "application/json");
   req.set_header("Accept", "text/event-stream");
+  std::string cache_tier;
   req.response_handler = [&](const httplib::Response& res) {
     status = res.status;
+    cache_tier = res.get_header_value("x-kvserve-cache");
     return true;
   };
   req.content_receiver = [&](const char* data, size_t n, uint64_t /*offset*/, uint64_t /*total*/) {
@@ -336,6 +338,7 @@ RequestResult OpenAiClient::StreamRequest(const std::string& path, const std::st
   const Clock::time_point end = Clock::now();
   recorder.Finish(end, &result);
   result.http_status = status;
+  result.cache_tier = cache_tier;
   if (!res) {
     result.success = false;
     result.error = "connection error: " + TransportError(res.error());

@@ -51,6 +51,9 @@ struct RequestResult {
   int64_t prompt_tokens = -1;       // from usage; -1 when not reported
   int64_t output_tokens = 0;        // from usage when reported, else content chunks
   int64_t cached_tokens = -1;       // usage.prompt_tokens_details.cached_tokens; -1: absent
+  // The response's x-kvserve-cache header (kvserve's response cache: "miss", "exact",
+  // "semantic"); "" when the server sent none.
+  std::string cache_tier;
   int64_t num_content_chunks = 0;
   int64_t output_chars = 0;
   bool usage_reported = false;

@@ -409,7 +409,24 @@ StatusOr<std::vector<BenchRequest>> BuildDataset(const DatasetOptions& o) {
                                 "' (random, shared-prefix, sharegpt, mooncake, azure)");
   }
   if (requests.empty()) return InvalidArgumentError("the dataset has no requests");
+  if (!(o.repeat_fraction >= 0.0 && o.repeat_fraction < 1.0)) {
+    return InvalidArgumentError("--repeat-fraction must be in [0, 1)");
+  }
+  ApplyRepeats(o.repeat_fraction, o.seed, &requests);
   return requests;
+}
+
+void ApplyRepeats(double fraction, uint64_t seed, std::vector<BenchRequest>* requests) {
+  if (fraction <= 0.0) return;
+  std::mt19937_64 rng(HashCombine(seed, 0x72657065617473));  // "repeats"
+  std::uniform_real_distribution<double> coin(0.0, 1.0);
+  for (size_t i = 1; i < requests->size(); ++i) {
+    if (coin(rng) >= fraction) continue;
+    const size_t j = static_cast<size_t>(rng() % i);
+    const double arrival = (*requests)[i].trace_arrival_ms;
+    (*requests)[i] = (*requests)[j];
+    (*requests)[i].trace_arrival_ms = arrival;
+  }
 }
 
 std::vector<double> ComputeArrivalTimes(const std::vector<BenchRequest>& requests,

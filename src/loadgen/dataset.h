@@ -78,7 +78,15 @@ struct DatasetOptions {
 
   // mooncake
   int64_t tokens_per_hash_id = kMooncakeTraceBlockTokens;
+
+  // Any dataset: this fraction of the requests (after the first) repeats an earlier request
+  // of the run, chosen uniformly (exact repeats, as a response cache sees them). 0: none.
+  double repeat_fraction = 0.0;
 };
+
+// Replaces about `fraction` of requests[1..] with a copy of a uniformly chosen earlier request
+// (keeping the replaced request's trace arrival), deterministically from `seed`.
+void ApplyRepeats(double fraction, uint64_t seed, std::vector<BenchRequest>* requests);
 
 // Checks ranges (InvalidArgument naming the flag) and builds the workload. The result is a
 // pure function of the options (and the file's contents).

@@ -327,3 +327,29 @@ TEST(ShareGpt, UsesTheReplyLengthUnlessTold) {
 
 }  // namespace
 }  // namespace kvserve::loadgen
+
+namespace kvserve::loadgen {
+namespace {
+
+TEST(Repeats, AboutTheFractionRepeatsEarlierRequestsDeterministically) {
+  DatasetOptions o;
+  o.num_prompts = 2000;
+  o.random_input_len = 16;
+  o.random_output_len = 4;
+  o.repeat_fraction = 0.3;
+  auto a = BuildDataset(o);
+  auto b = BuildDataset(o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  int repeats = 0;
+  std::set<std::vector<int32_t>> seen;
+  for (size_t i = 0; i < a->size(); ++i) {
+    EXPECT_EQ((*a)[i].prompt_token_ids, (*b)[i].prompt_token_ids);
+    repeats += !seen.insert((*a)[i].prompt_token_ids).second;
+  }
+  EXPECT_NEAR(repeats / 2000.0, 0.3, 0.04);
+  o.repeat_fraction = 1.0;
+  EXPECT_FALSE(BuildDataset(o).ok());
+}
+
+}  // namespace
+}  // namespace kvserve::loadgen

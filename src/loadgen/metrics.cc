@@ -163,6 +163,7 @@ BenchmarkSummary Summarize(const BenchmarkResult& result) {
   s.num_requests = static_cast<int64_t>(result.requests.size());
   s.duration_s = result.duration_s;
   std::vector<double> ttft, tpot, itl, e2e;
+  std::map<std::string, std::vector<double>> tier_ttft;
   std::unordered_map<std::string, int64_t> errors;
   for (const RequestResult& r : result.requests) {
     if (!r.success) {
@@ -175,6 +176,10 @@ BenchmarkSummary Summarize(const BenchmarkResult& result) {
     s.total_output_tokens += r.output_tokens;
     ttft.push_back(r.ttft_ms);
     e2e.push_back(r.e2e_ms);
+    if (!r.cache_tier.empty()) {
+      ++s.cache_tier_requests[r.cache_tier];
+      tier_ttft[r.cache_tier].push_back(r.ttft_ms);
+    }
     if (r.output_tokens > 1) {
       tpot.push_back((r.e2e_ms - r.ttft_ms) / static_cast<double>(r.output_tokens - 1));
     }
@@ -184,6 +189,7 @@ BenchmarkSummary Summarize(const BenchmarkResult& result) {
   s.tpot = ComputeLatencyStats(tpot);
   s.itl = ComputeLatencyStats(itl);
   s.e2e = ComputeLatencyStats(e2e);
+  for (const auto& [tier, values] : tier_ttft) s.cache_tier_ttft[tier] = ComputeLatencyStats(values);
   if (s.duration_s > 0.0) {
     s.request_throughput_per_s = static_cast<double>(s.num_successful) / s.duration_s;
     s.output_throughput_tokens_per_s = static_cast<double>(s.total_output_tokens) / s.duration_s;
@@ -245,6 +251,22 @@ std::string FormatSummaryTable(const BenchmarkResult& r, const BenchmarkSummary&
   } else {
     out += Row("Cached prompt tokens (usage):", "not reported by the server");
   }
+  if (!s.cache_tier_requests.empty()) {
+    out += Section("Response Cache (x-kvserve-cache)", '-');
+    int64_t hits = 0, total = 0;
+    for (const auto& [tier, n] : s.cache_tier_requests) {
+      total += n;
+      if (tier != "miss") hits += n;
+    }
+    out += Row("Hit rate:", StrFormat("%.2f %% (%lld of %lld requests)",
+                                      100.0 * static_cast<double>(hits) / static_cast<double>(total),
+                                      static_cast<long long>(hits), static_cast<long long>(total)));
+    for (const auto& [tier, stats] : s.cache_tier_ttft) {
+      out += Row("TTFT " + tier + " median / P99 (ms):",
+                 StrFormat("%.2f / %.2f (%lld requests)", stats.median_ms, stats.p99_ms,
+                           static_cast<long long>(s.cache_tier_requests.at(tier))));
+    }
+  }
   out += std::string(50, '=') + "\n";
   return out;
 }
@@ -272,6 +294,13 @@ json ResultToJson(const BenchmarkResult& r, const BenchmarkSummary& s) {
   j["output_throughput_tokens_per_s"] = s.output_throughput_tokens_per_s;
   j["total_throughput_tokens_per_s"] = s.total_throughput_tokens_per_s;
   j["ttft"] = LatencyJson(s.ttft);
+  if (!s.cache_tier_requests.empty()) {
+    json tiers = json::object();
+    for (const auto& [tier, n] : s.cache_tier_requests) {
+      tiers[tier] = {{"requests", n}, {"ttft", LatencyJson(s.cache_tier_ttft.at(tier))}};
+    }
+    j["response_cache"] = tiers;
+  }
   j["tpot"] = LatencyJson(s.tpot);
   j["itl"] = LatencyJson(s.itl);
   j["e2el"] = LatencyJson(s.e2e);

@@ -97,6 +97,10 @@ struct BenchmarkSummary {
   LatencyStats e2e;
   // Distinct error messages and how often each occurred, most frequent first.
   std::vector<std::pair<std::string, int64_t>> errors;
+  // kvserve's response cache (the x-kvserve-cache header), per tier ("miss", "exact",
+  // "semantic"): successful requests and their TTFT. Empty when no response had the header.
+  std::map<std::string, int64_t> cache_tier_requests;
+  std::map<std::string, LatencyStats> cache_tier_ttft;
 };
 BenchmarkSummary Summarize(const BenchmarkResult& result);
 

@@ -108,3 +108,37 @@ TEST(Summarize, VllmDefinitions) {
 
 }  // namespace
 }  // namespace kvserve::loadgen
+
+namespace kvserve::loadgen {
+namespace {
+
+TEST(Summarize, ResponseCacheTiersFromTheHeader) {
+  BenchmarkResult r;
+  auto add = [&](const std::string& tier, double ttft) {
+    RequestResult x;
+    x.success = true;
+    x.ttft_ms = ttft;
+    x.e2e_ms = ttft + 10;
+    x.output_tokens = 2;
+    x.cache_tier = tier;
+    r.requests.push_back(x);
+  };
+  add("miss", 100);
+  add("miss", 120);
+  add("exact", 2);
+  add("semantic", 3);
+  BenchmarkSummary s = Summarize(r);
+  EXPECT_EQ(s.cache_tier_requests.at("miss"), 2);
+  EXPECT_EQ(s.cache_tier_requests.at("exact"), 1);
+  EXPECT_DOUBLE_EQ(s.cache_tier_ttft.at("miss").median_ms, 110);
+  const std::string table = FormatSummaryTable(r, s);
+  EXPECT_NE(table.find("50.00 % (2 of 4 requests)"), std::string::npos) << table;
+  EXPECT_EQ(ResultToJson(r, s)["response_cache"]["exact"]["requests"], 1);
+  // Without the header: no section.
+  r.requests.resize(0);
+  add("", 5);
+  EXPECT_TRUE(Summarize(r).cache_tier_requests.empty());
+}
+
+}  // namespace
+}  // namespace kvserve::loadgen
