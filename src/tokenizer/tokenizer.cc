@@ -140,9 +140,13 @@ std::vector<TokenId> VocabTokenizer::Encode(std::string_view text,
       after_special = false;
     }
   }
-  // BERT: [CLS] text [SEP].
+  // BERT: [CLS] text [SEP], whatever add_eos says (llama.cpp's WPM ignores it: the current
+  // converter writes add_eos with eos = [SEP], which must not give a second [SEP]). Others: EOS
+  // with the special tokens when the vocabulary asks for it (llama.cpp's add_special).
   if (wpm && add_bos && spec_.sep_id != kNoToken) out.push_back(spec_.sep_id);
-  if (spec_.add_eos && spec_.eos_id != kNoToken) out.push_back(spec_.eos_id);
+  if (!wpm && options.add_bos && spec_.add_eos && spec_.eos_id != kNoToken) {
+    out.push_back(spec_.eos_id);
+  }
   return out;
 }
 

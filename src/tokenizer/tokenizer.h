@@ -14,7 +14,9 @@
 namespace kvserve {
 
 struct EncodeOptions {
-  bool add_bos = true;         // add BOS when the vocabulary asks for it (VocabSpec::add_bos)
+  // The special tokens the vocabulary asks for (llama.cpp's add_special): BOS
+  // (VocabSpec::add_bos), EOS (add_eos), BERT's [CLS] ... [SEP].
+  bool add_bos = true;
   bool parse_special = false;  // recognise control/user-defined token texts like <|eot_id|>
 };
 

@@ -139,7 +139,9 @@ TEST(SpmTokenizer, AddEosAndNoSpacePrefix) {
   spec.add_space_prefix = false;
   auto tok = MustCreate(spec);
   EXPECT_THAT(tok->Encode("a", {}), ElementsAre(1, kFirst + 1, 2));
-  EXPECT_THAT(tok->Encode("a", {.add_bos = false}), ElementsAre(kFirst + 1, 2));
+  // Without the special tokens (llama.cpp's add_special = false): no BOS and no EOS, so a chat
+  // prompt (whose template writes BOS) does not end in EOS.
+  EXPECT_THAT(tok->Encode("a", {.add_bos = false}), ElementsAre(kFirst + 1));
 }
 
 TEST(SpmTokenizer, Llama2cFormatUsesPlainSpacesAndBytesAtThree) {
@@ -242,6 +244,17 @@ TEST(WordPiece, GreedyLongestMatchWithContinuations) {
   EXPECT_THAT(tok->Encode("F\xC3\xBCHRER \xE4\xB8\xAD", {}), ElementsAre(2, 8, 12, 3));
   EXPECT_EQ(tok->Decode({2, 4, 5, 6, 7, 3}), "hello worlds !");
   EXPECT_EQ(tok->Decode({2, 4, 3}, /*special=*/true), "[CLS]hello[SEP]");
+}
+
+TEST(WordPiece, OneSepEvenWhenTheVocabularyAsksForEos) {
+  // The current llama.cpp converter writes add_eos_token with eos = [SEP]; its WPM tokenizer
+  // ignores it: [CLS] text [SEP], once.
+  VocabSpec spec = MakeWpm();
+  spec.eos_id = 3;
+  spec.add_eos = true;
+  auto tok = MustCreate(spec);
+  EXPECT_THAT(tok->Encode("hello", {}), ElementsAre(2, 4, 3));
+  EXPECT_THAT(tok->Encode("hello", {.add_bos = false}), ElementsAre(4));
 }
 
 TEST(WordPiece, NeedsUnk) {
