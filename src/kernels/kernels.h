@@ -76,6 +76,16 @@ int64_t PackedMatmulWeightsBytes(const Tensor& w);  // what PackMatmulWeights(w)
 void RmsNorm(const float* x, const float* weight, int64_t num_rows, int64_t n, float eps,
              float* out);
 
+// out = (x - mean) / sqrt(var + eps) * weight + bias per row of `n` values (`num_rows` rows),
+// var = mean((x - mean)^2) computed in two passes (BERT's LayerNorm, as ggml_norm); out may
+// alias x.
+void LayerNorm(const float* x, const float* weight, const float* bias, int64_t num_rows,
+               int64_t n, float eps, float* out);
+
+// out[i] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): GELU's tanh form (HF "gelu_new",
+// ggml_gelu; BERT's erf form differs by at most 4.7e-4). out may alias x.
+void Gelu(const float* x, int64_t n, float* out);
+
 // Rotates `num_heads` heads of `head_dim` values at x[h * head_dim] in place for `position`,
 // using inv_freqs from RopeInvFreqs (its size is rotary_dim / 2; dimensions past rotary_dim
 // are left unchanged).

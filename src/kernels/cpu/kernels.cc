@@ -68,6 +68,23 @@ void RmsNorm(const float* x, const float* weight, int64_t num_rows, int64_t n, f
   }
 }
 
+void LayerNorm(const float* x, const float* weight, const float* bias, int64_t num_rows,
+               int64_t n, float eps, float* out) {
+  if (!UseSimd()) return reference::LayerNorm(x, weight, bias, num_rows, n, eps, out);
+  for (int64_t r = 0; r < num_rows; ++r) {
+    const float* xr = x + r * n;
+    const float mean = internal::simd::Sum(xr, n) / static_cast<float>(n);
+    const float var = internal::simd::SumSquaredDeviations(xr, n, mean) / static_cast<float>(n);
+    internal::simd::NormalizeAffine(xr, mean, 1.0f / std::sqrt(var + eps), weight, bias, n,
+                                    out + r * n);
+  }
+}
+
+void Gelu(const float* x, int64_t n, float* out) {
+  if (!UseSimd()) return reference::Gelu(x, n, out);
+  internal::simd::Gelu(x, n, out);
+}
+
 void RopeCosSin(int64_t position, const std::vector<float>& inv_freqs, float* cos_sin) {
   const int64_t num_pairs = static_cast<int64_t>(inv_freqs.size());
   for (int64_t i = 0; i < num_pairs; ++i) {

@@ -51,6 +51,48 @@ TEST_P(KernelsTest, RmsNormMatchesReference) {
   }
 }
 
+TEST_P(KernelsTest, LayerNormMatchesReference) {
+  for (int64_t n : {1, 7, 8, 32, 384, 1000, 2051}) {
+    for (int64_t rows : {1, 3}) {
+      auto x = RandomVector(rows * n, rng_, 3.0f);
+      for (int64_t i = 0; i < rows * n; ++i) x[i] += 5.0f;  // an offset the mean must remove
+      auto w = RandomVector(n, rng_);
+      auto b = RandomVector(n, rng_);
+      std::vector<float> got(rows * n), want(rows * n);
+      kernels::LayerNorm(x.data(), w.data(), b.data(), rows, n, 1e-12f, got.data());
+      reference::LayerNorm(x.data(), w.data(), b.data(), rows, n, 1e-12f, want.data());
+      ExpectClose(got, want, 1e-4f, 1e-5f, "layernorm n=" + std::to_string(n));
+      // In place.
+      kernels::LayerNorm(x.data(), w.data(), b.data(), rows, n, 1e-12f, x.data());
+      ExpectClose(x, want, 1e-4f, 1e-5f, "layernorm in place n=" + std::to_string(n));
+    }
+  }
+  // A constant row normalises to the bias (and stays finite with a tiny eps).
+  std::vector<float> x(384, 2.5f), w(384, 3.0f), b(384), out(384);
+  for (int i = 0; i < 384; ++i) b[i] = 0.01f * static_cast<float>(i);
+  kernels::LayerNorm(x.data(), w.data(), b.data(), 1, 384, 1e-12f, out.data());
+  for (int i = 0; i < 384; ++i) ASSERT_FLOAT_EQ(out[i], b[i]) << i;
+}
+
+TEST_P(KernelsTest, GeluMatchesReference) {
+  for (int64_t n : {1, 7, 8, 64, 1536, 2051}) {
+    auto x = RandomVector(n, rng_, 6.0f);
+    std::vector<float> got(n), want(n);
+    kernels::Gelu(x.data(), n, got.data());
+    reference::Gelu(x.data(), n, want.data());
+    ExpectClose(got, want, 2e-6f, 1e-5f, "gelu n=" + std::to_string(n));
+  }
+  // The edges: 0, tiny, saturated (x and 0), in place.
+  std::vector<float> x = {0.0f, 1e-8f, -1e-8f, 3.0f, -3.0f, 10.0f, -10.0f, 30.0f, -30.0f, 1e4f, -1e4f};
+  std::vector<float> want(x.size());
+  reference::Gelu(x.data(), static_cast<int64_t>(x.size()), want.data());
+  kernels::Gelu(x.data(), static_cast<int64_t>(x.size()), x.data());
+  ExpectClose(x, want, 2e-6f, 1e-5f, "gelu edges");
+  EXPECT_EQ(x[0], 0.0f);
+  EXPECT_EQ(x[7], 30.0f);
+  EXPECT_EQ(x[8], 0.0f);
+}
+
 TEST_P(KernelsTest, RopeMatchesReferenceBothLayoutsAndPartialRotary) {
   for (RopeLayout layout : {RopeLayout::kInterleaved, RopeLayout::kNeox}) {
     for (int64_t head_dim : {8, 64, 128}) {

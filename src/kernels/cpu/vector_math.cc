@@ -23,6 +23,78 @@ inline float Exp1(float x) {
 
 }  // namespace
 
+float Sum(const float* x, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + i));
+    a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + i + 8));
+  }
+  for (; i + 8 <= n; i += 8) a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + i));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_add_ps(a0, a1));
+  float s = 0.0f;
+  for (float v : lanes) s += v;
+  for (; i < n; ++i) s += x[i];
+  return s;
+}
+
+float SumSquaredDeviations(const float* x, int64_t n, float mean) {
+  const __m256 m = _mm256_set1_ps(mean);
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 d0 = _mm256_sub_ps(_mm256_loadu_ps(x + i), m);
+    const __m256 d1 = _mm256_sub_ps(_mm256_loadu_ps(x + i + 8), m);
+    a0 = _mm256_fmadd_ps(d0, d0, a0);
+    a1 = _mm256_fmadd_ps(d1, d1, a1);
+  }
+  for (; i + 8 <= n; i += 8) {
+    const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), m);
+    a0 = _mm256_fmadd_ps(d, d, a0);
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_add_ps(a0, a1));
+  float s = 0.0f;
+  for (float v : lanes) s += v;
+  for (; i < n; ++i) s += (x[i] - mean) * (x[i] - mean);
+  return s;
+}
+
+void NormalizeAffine(const float* x, float mean, float scale, const float* weight,
+                     const float* bias, int64_t n, float* out) {
+  const __m256 m = _mm256_set1_ps(mean), sv = _mm256_set1_ps(scale);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 d = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), m), sv);
+    _mm256_storeu_ps(out + i, _mm256_fmadd_ps(d, _mm256_loadu_ps(weight + i), _mm256_loadu_ps(bias + i)));
+  }
+  for (; i < n; ++i) out[i] = (x[i] - mean) * scale * weight[i] + bias[i];
+}
+
+void Gelu(const float* x, int64_t n, float* out) {
+  // tanh(u) = 1 - 2 / (exp(2u) + 1), with u clamped to +-10 (tanh is +-1 to float precision
+  // there) so exp stays finite.
+  const __m256 c = _mm256_set1_ps(0.7978845608028654f), k = _mm256_set1_ps(0.044715f);
+  const __m256 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f), half = _mm256_set1_ps(0.5f);
+  const __m256 lo = _mm256_set1_ps(-10.0f), hi = _mm256_set1_ps(10.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 v3 = _mm256_mul_ps(_mm256_mul_ps(v, v), v);
+    __m256 u = _mm256_mul_ps(c, _mm256_fmadd_ps(k, v3, v));
+    u = _mm256_min_ps(hi, _mm256_max_ps(lo, u));
+    const __m256 e = Exp8(_mm256_mul_ps(two, u));
+    const __m256 t = _mm256_sub_ps(one, _mm256_div_ps(two, _mm256_add_ps(e, one)));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(half, v), _mm256_add_ps(one, t)));
+  }
+  for (; i < n; ++i) {
+    const float v = x[i];
+    const float u = std::clamp(0.7978845608028654f * (v + 0.044715f * v * v * v), -10.0f, 10.0f);
+    out[i] = 0.5f * v * (1.0f + (1.0f - 2.0f / (Exp1(2.0f * u) + 1.0f)));
+  }
+}
+
 float SumSquares(const float* x, int64_t n) {
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
   int64_t i = 0;
@@ -205,6 +277,27 @@ void Exp(const float* x, int64_t n, float* out) {
 
 
 namespace kvserve::kernels::internal::simd {
+
+float Sum(const float* x, int64_t n) {
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) s += x[i];
+  return s;
+}
+float SumSquaredDeviations(const float* x, int64_t n, float mean) {
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) s += (x[i] - mean) * (x[i] - mean);
+  return s;
+}
+void NormalizeAffine(const float* x, float mean, float scale, const float* weight,
+                     const float* bias, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = (x[i] - mean) * scale * weight[i] + bias[i];
+}
+void Gelu(const float* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    out[i] = 0.5f * v * (1.0f + std::tanh(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+  }
+}
 
 float SumSquares(const float* x, int64_t n) {
   float s = 0;

@@ -8,6 +8,14 @@
 namespace kvserve::kernels::internal::simd {
 
 float SumSquares(const float* x, int64_t n);
+float Sum(const float* x, int64_t n);
+// sum((x[i] - mean)^2)
+float SumSquaredDeviations(const float* x, int64_t n, float mean);
+// out[i] = (x[i] - mean) * scale * weight[i] + bias[i]; out may alias x.
+void NormalizeAffine(const float* x, float mean, float scale, const float* weight,
+                     const float* bias, int64_t n, float* out);
+// GELU, tanh form (kernels::Gelu); out may alias x.
+void Gelu(const float* x, int64_t n, float* out);
 // out[i] = x[i] * scale * weight[i]
 void ScaleMul(const float* x, const float* weight, float scale, int64_t n, float* out);
 // (a[i], b[i]) <- (a cos - b sin, a sin + b cos)

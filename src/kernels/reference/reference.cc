@@ -91,6 +91,29 @@ void RmsNorm(const float* x, const float* weight, int64_t num_rows, int64_t n, f
   }
 }
 
+void LayerNorm(const float* x, const float* weight, const float* bias, int64_t num_rows,
+               int64_t n, float eps, float* out) {
+  for (int64_t r = 0; r < num_rows; ++r) {
+    const float* xr = x + r * n;
+    float* o = out + r * n;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += xr[i];
+    const double mean = sum / static_cast<double>(n);
+    double sq = 0.0;
+    for (int64_t i = 0; i < n; ++i) sq += (xr[i] - mean) * (xr[i] - mean);
+    const double inv = 1.0 / std::sqrt(sq / static_cast<double>(n) + eps);
+    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>((xr[i] - mean) * inv * weight[i] + bias[i]);
+  }
+}
+
+void Gelu(const float* x, int64_t n, float* out) {
+  const double c = std::sqrt(2.0 / 3.14159265358979323846);
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    out[i] = static_cast<float>(0.5 * v * (1.0 + std::tanh(c * (v + 0.044715 * v * v * v))));
+  }
+}
+
 void Rope(float* x, int64_t num_heads, int64_t head_dim, int64_t position,
           const std::vector<float>& inv_freqs, RopeLayout layout) {
   int64_t num_pairs = static_cast<int64_t>(inv_freqs.size());

@@ -19,6 +19,11 @@ void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* po
 void RmsNorm(const float* x, const float* weight, int64_t num_rows, int64_t n, float eps,
              float* out);
 
+void LayerNorm(const float* x, const float* weight, const float* bias, int64_t num_rows,
+               int64_t n, float eps, float* out);
+
+void Gelu(const float* x, int64_t n, float* out);
+
 void Rope(float* x, int64_t num_heads, int64_t head_dim, int64_t position,
           const std::vector<float>& inv_freqs, RopeLayout layout);
 
