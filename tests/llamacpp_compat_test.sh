@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Cross-check against the real llama.cpp (tests/llamacpp/compat_check.mjs): GGUF files written by
 # `kvserve convert` / `kvserve mkmodel` must load in llama.cpp with the right metadata, tokenize
-# the same, and give the same greedy tokens as kvserve (and as greedy_reference.json).
+# the same, and give the same greedy tokens as kvserve (and as greedy_reference.json); embedding
+# models (bert) the same embeddings as `kvserve embed`.
 # Usage: llamacpp_compat_test.sh KVSERVE_BINARY ASSETS_DIR WORK_DIR [LLAMACPP_QUANTIZE_BINARY]
 # (the last runs llama.cpp's own quantizer, tests/llamacpp/llamacpp_quantize.c; without it the
 # files made by llama.cpp's quantizer are not checked).

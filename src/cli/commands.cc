@@ -89,6 +89,7 @@ void AddGenerateCommand(CLI::App& app, int* exit_code) {
 void AddAllCommands(CLI::App& app, int* exit_code) {
   AddServeCommand(app, exit_code);
   AddGenerateCommand(app, exit_code);
+  AddEmbedCommand(app, exit_code);
   AddTokenizeCommand(app, exit_code);
   AddMkmodelCommand(app, exit_code);
   AddConvertCommand(app, exit_code);

@@ -8,6 +8,7 @@
 namespace kvserve::cli {
 
 void AddGenerateCommand(CLI::App& app, int* exit_code);
+void AddEmbedCommand(CLI::App& app, int* exit_code);
 void AddTokenizeCommand(CLI::App& app, int* exit_code);
 void AddMkmodelCommand(CLI::App& app, int* exit_code);
 void AddConvertCommand(CLI::App& app, int* exit_code);

@@ -125,9 +125,10 @@ StatusOr<LoadedModel> LoadGgufModel(const std::string& path, const LoadOptions& 
   StatusOr<std::string> arch_or = file->GetString("general.architecture");
   if (!arch_or.ok()) return fail(arch_or.status());
   const std::string arch = *arch_or;
-  if (arch != "llama" && arch != "mistral" && arch != "qwen2" && arch != "deepseek2") {
+  if (arch != "llama" && arch != "mistral" && arch != "qwen2" && arch != "deepseek2" &&
+      arch != "bert") {
     return fail(UnimplementedError("unsupported architecture '" + arch +
-                                   "' (supported: llama, mistral, qwen2, deepseek2)"));
+                                   "' (supported: llama, mistral, qwen2, deepseek2, bert)"));
   }
   // Keys the loader needs that a description may leave out.
   for (const char* key : {"context_length", "embedding_length", "feed_forward_length"}) {
@@ -434,7 +435,7 @@ Status SaveGgufModel(const LoadedModel& original, const std::string& path,
   const LoadedModel& model = split.tensors.empty() ? original : split;
   const ModelConfig& c = model.config;
   if (c.architecture != "llama" && c.architecture != "mistral" && c.architecture != "qwen2" &&
-      c.architecture != "deepseek2") {
+      c.architecture != "deepseek2" && c.architecture != "bert") {
     return UnimplementedError("cannot save architecture '" + c.architecture + "' as GGUF");
   }
   if (c.is_mla() && c.rope.layout != RopeLayout::kInterleaved) {
@@ -462,16 +463,25 @@ Status SaveGgufModel(const LoadedModel& original, const std::string& path,
   w.Set(arch + ".feed_forward_length", u32(c.ffn_dim));
   w.Set(arch + ".block_count", u32(c.num_layers));
   w.Set(arch + ".attention.head_count", u32(c.num_heads));
-  if (c.is_mla()) {
+  if (c.is_encoder()) {
+    // llama.cpp's bert keys: without causal = false it masks causally, without a pooling type
+    // it pools nothing, without token types it refuses the file.
+    w.Set(arch + ".attention.layer_norm_epsilon", GgufValue::F32(c.norm_eps));
+    w.Set(arch + ".attention.causal", GgufValue::Bool(c.causal));
+    w.Set(arch + ".pooling_type", u32(static_cast<int64_t>(c.pooling)));
+    w.Set("tokenizer.ggml.token_type_count", u32(c.token_type_count));
+  } else if (c.is_mla()) {
     SetDeepseek2Keys(c, &w);
   } else {
     w.Set(arch + ".attention.head_count_kv", u32(c.num_kv_heads));
     w.Set(arch + ".attention.key_length", u32(c.head_dim));
     w.Set(arch + ".attention.value_length", u32(c.head_dim));
   }
-  w.Set(arch + ".rope.freq_base", GgufValue::F32(c.rope.theta));
-  w.Set(arch + ".rope.dimension_count", u32(rot));
-  w.Set(arch + ".attention.layer_norm_rms_epsilon", GgufValue::F32(c.norm_eps));
+  if (!c.is_encoder()) {
+    w.Set(arch + ".rope.freq_base", GgufValue::F32(c.rope.theta));
+    w.Set(arch + ".rope.dimension_count", u32(rot));
+    w.Set(arch + ".attention.layer_norm_rms_epsilon", GgufValue::F32(c.norm_eps));
+  }
   if (c.rope.scaling == RopeScalingType::kYarn) {
     if (!c.is_mla()) return UnimplementedError("YaRN RoPE scaling is saved for deepseek2 only");
     w.Set(arch + ".rope.scaling.type", GgufValue::String("yarn"));
@@ -514,6 +524,9 @@ Status SaveGgufModel(const LoadedModel& original, const std::string& path,
     set_id("tokenizer.ggml.mask_token_id", v.mask_id);
     w.Set("tokenizer.ggml.add_bos_token", GgufValue::Bool(v.add_bos));
     w.Set("tokenizer.ggml.add_eos_token", GgufValue::Bool(v.add_eos));
+    if (v.model == VocabSpec::Model::kWpm) {
+      w.Set("tokenizer.ggml.add_sep_token", GgufValue::Bool(true));  // [CLS] text [SEP]
+    }
     w.Set("tokenizer.ggml.add_space_prefix", GgufValue::Bool(v.add_space_prefix));
     if (!v.eog_ids.empty()) {
       std::vector<int32_t> eog(v.eog_ids.begin(), v.eog_ids.end());

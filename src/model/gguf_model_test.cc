@@ -11,6 +11,7 @@
 #include "base/testing/test_dependency.h"
 #include "model/gguf.h"
 #include "model/hf_test_util.h"
+#include "model/llama.h"
 #include "model/model_loader.h"
 #include "model/synthetic.h"
 #include "tokenizer/tokenizer.h"
@@ -108,6 +109,37 @@ TEST_F(GgufModelTest, SyntheticTinyRoundTripsInEveryDtype) {
 
 // An HF Llama folder (NeoX RoPE) saved as GGUF gets its Q/K rows permuted to interleaved
 // order within each head, as convert_hf_to_gguf.py does; V and the rest are unchanged.
+TEST_F(GgufModelTest, BertRoundTripsWithLlamaCppsKeys) {
+  for (PoolingType pooling : {PoolingType::kMean, PoolingType::kCls}) {
+    auto m = MakeSyntheticModel({.preset = "bert-tiny", .dtype = DType::kQ8_0, .seed = 3});
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    m->config.pooling = pooling;
+    const std::string p = path("bert.gguf");
+    ASSERT_TRUE(SaveGgufModel(*m, p).ok());
+    auto file = GgufFile::Open(p);
+    ASSERT_TRUE(file.ok());
+    EXPECT_EQ(*(*file)->GetString("general.architecture"), "bert");
+    EXPECT_EQ(*(*file)->GetBool("bert.attention.causal"), false);
+    EXPECT_EQ(*(*file)->GetInt("bert.pooling_type"), static_cast<int64_t>(pooling));
+    EXPECT_EQ(*(*file)->GetInt("tokenizer.ggml.token_type_count"), 2);
+    EXPECT_EQ(*(*file)->GetString("tokenizer.ggml.model"), "bert");
+    EXPECT_EQ((*file)->Find("bert.rope.freq_base"), nullptr);
+    EXPECT_EQ((*file)->tensors().size(), 5u + 16u * 2u);  // nothing llama.cpp would not create
+    auto r = LoadGgufModel(p, {});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ExpectSameConfig(m->config, r->config);
+    EXPECT_EQ(r->config.pooling, pooling);
+    EXPECT_FALSE(r->config.causal);
+    EXPECT_EQ(r->config.token_type_count, 2);
+    EXPECT_EQ(r->tensors.at("position_embd.weight").dtype, DType::kF32);
+    EXPECT_EQ(r->tensors.at("blk.1.ffn_up.weight").dtype, DType::kQ8_0);
+    // A generator refuses it with a message that says what it is.
+    auto llama = LlamaModel::Create(std::move(r).value());
+    ASSERT_FALSE(llama.ok());
+    EXPECT_NE(llama.status().message().find("embedding model"), std::string::npos);
+  }
+}
+
 TEST_F(GgufModelTest, HfLlamaQkRowsArePermutedToInterleaved) {
   testing::TinyHfOptions o;
   o.llama3_scaling = true;

@@ -8,6 +8,7 @@
 #include "kernels/kernels.h"
 #include "kernels/paged_attention.h"
 #include "kv/token_eviction.h"
+#include "model/model_tensors.h"
 
 namespace kvserve {
 
@@ -27,48 +28,6 @@ void DenseKvCache::Truncate(int64_t num_tokens) {
 }
 
 namespace {
-
-std::string ShapeStr(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
-bool IsFloatType(DType d) { return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16; }
-
-// Looks up `name` and checks its shape; `matrix` tensors may be any Matmul weight type (the
-// GGML block types q8_0, q4_0 ... q6_k need rows that are whole blocks), vectors must be
-// f32/f16/bf16.
-StatusOr<const Tensor*> Find(const LoadedModel& model, const std::string& name,
-                             const std::vector<int64_t>& shape, bool matrix) {
-  auto it = model.tensors.find(name);
-  if (it == model.tensors.end()) {
-    return NotFoundError("model is missing tensor '" + name + "' (expected shape " +
-                         ShapeStr(shape) + ")");
-  }
-  const Tensor& t = it->second;
-  if (t.shape != shape) {
-    return InvalidArgumentError("tensor '" + name + "' has shape " + ShapeStr(t.shape) +
-                                " but the config implies " + ShapeStr(shape));
-  }
-  bool dtype_ok = IsFloatType(t.dtype) || (matrix && IsGgmlBlockType(t.dtype) &&
-                                            t.cols() % DTypeBlockElems(t.dtype) == 0);
-  if (!dtype_ok) {
-    return InvalidArgumentError("tensor '" + name + "' has unsupported type " +
-                                std::string(DTypeName(t.dtype)) +
-                                (matrix ? " for a weight matrix" : " for a vector"));
-  }
-  if (t.data == nullptr) return InvalidArgumentError("tensor '" + name + "' has no data");
-  return &t;
-}
-
-StatusOr<std::vector<float>> FindVector(const LoadedModel& model, const std::string& name,
-                                        int64_t size) {
-  KV_ASSIGN_OR_RETURN(const Tensor* t, Find(model, name, {size}, /*matrix=*/false));
-  std::vector<float> out(static_cast<size_t>(size));
-  DequantizeRow(t->dtype, t->data, out.data(), size);
-  return out;
-}
 
 void AddBias(float* rows, int64_t num_rows, const std::vector<float>& bias) {
   const int64_t n = static_cast<int64_t>(bias.size());
@@ -111,50 +70,54 @@ StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(LoadedModel model,
 
 Status LlamaModel::Init() {
   const ModelConfig& c = model_.config;
+  if (c.is_encoder()) {
+    return InvalidArgumentError("'" + c.name + "' is an embedding model (" + c.architecture +
+                                "): it makes embeddings, not text (kvserve embed)");
+  }
   KV_RETURN_IF_ERROR(c.Validate());
   const int64_t D = c.hidden_dim, V = c.vocab_size, F = c.ffn_dim;
   const int64_t q_dim = c.num_heads * c.head_dim;
   const int64_t kv_dim = c.num_kv_heads * c.head_dim;
 
-  KV_ASSIGN_OR_RETURN(token_embd_, Find(model_, "token_embd.weight", {V, D}, true));
+  KV_ASSIGN_OR_RETURN(token_embd_, FindModelTensor(model_, "token_embd.weight", {V, D}, true));
   if (model_.tensors.count("output.weight")) {
-    KV_ASSIGN_OR_RETURN(output_, Find(model_, "output.weight", {V, D}, true));
+    KV_ASSIGN_OR_RETURN(output_, FindModelTensor(model_, "output.weight", {V, D}, true));
   } else if (c.tied_embeddings) {
     output_ = token_embd_;
   } else {
     return NotFoundError("model is missing tensor 'output.weight' and its embeddings are not tied");
   }
-  KV_ASSIGN_OR_RETURN(output_norm_f32_, FindVector(model_, "output_norm.weight", D));
+  KV_ASSIGN_OR_RETURN(output_norm_f32_, FindModelVector(model_, "output_norm.weight", D));
 
   layers_.resize(static_cast<size_t>(c.num_layers));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     Layer& layer = layers_[static_cast<size_t>(l)];
     const std::string p = "blk." + std::to_string(l) + ".";
-    KV_ASSIGN_OR_RETURN(layer.attn_norm_f32, FindVector(model_, p + "attn_norm.weight", D));
-    KV_ASSIGN_OR_RETURN(layer.ffn_norm_f32, FindVector(model_, p + "ffn_norm.weight", D));
+    KV_ASSIGN_OR_RETURN(layer.attn_norm_f32, FindModelVector(model_, p + "attn_norm.weight", D));
+    KV_ASSIGN_OR_RETURN(layer.ffn_norm_f32, FindModelVector(model_, p + "ffn_norm.weight", D));
     if (c.is_mla()) {
       layer.mla = std::make_unique<MlaLayer>();
       KV_RETURN_IF_ERROR(layer.mla->Load(c, model_, l, &packed_weights_bytes_,
                                          options_.mla_expanded_kv));
     } else {
-      KV_ASSIGN_OR_RETURN(layer.wq, Find(model_, p + "attn_q.weight", {q_dim, D}, true));
-      KV_ASSIGN_OR_RETURN(layer.wk, Find(model_, p + "attn_k.weight", {kv_dim, D}, true));
-      KV_ASSIGN_OR_RETURN(layer.wv, Find(model_, p + "attn_v.weight", {kv_dim, D}, true));
+      KV_ASSIGN_OR_RETURN(layer.wq, FindModelTensor(model_, p + "attn_q.weight", {q_dim, D}, true));
+      KV_ASSIGN_OR_RETURN(layer.wk, FindModelTensor(model_, p + "attn_k.weight", {kv_dim, D}, true));
+      KV_ASSIGN_OR_RETURN(layer.wv, FindModelTensor(model_, p + "attn_v.weight", {kv_dim, D}, true));
     }
     KV_ASSIGN_OR_RETURN(layer.wo,
-                        Find(model_, p + "attn_output.weight", {D, AttnOutDim(c)}, true));
+                        FindModelTensor(model_, p + "attn_output.weight", {D, AttnOutDim(c)}, true));
     if (c.moe.IsMoeLayer(l)) {
       layer.moe = std::make_unique<MoeLayer>();
       KV_RETURN_IF_ERROR(layer.moe->Load(c, model_, l, &packed_weights_bytes_));
     } else {
-      KV_ASSIGN_OR_RETURN(layer.w_gate, Find(model_, p + "ffn_gate.weight", {F, D}, true));
-      KV_ASSIGN_OR_RETURN(layer.w_up, Find(model_, p + "ffn_up.weight", {F, D}, true));
-      KV_ASSIGN_OR_RETURN(layer.w_down, Find(model_, p + "ffn_down.weight", {D, F}, true));
+      KV_ASSIGN_OR_RETURN(layer.w_gate, FindModelTensor(model_, p + "ffn_gate.weight", {F, D}, true));
+      KV_ASSIGN_OR_RETURN(layer.w_up, FindModelTensor(model_, p + "ffn_up.weight", {F, D}, true));
+      KV_ASSIGN_OR_RETURN(layer.w_down, FindModelTensor(model_, p + "ffn_down.weight", {D, F}, true));
     }
     if (c.qkv_bias) {
-      KV_ASSIGN_OR_RETURN(layer.q_bias, FindVector(model_, p + "attn_q.bias", q_dim));
-      KV_ASSIGN_OR_RETURN(layer.k_bias, FindVector(model_, p + "attn_k.bias", kv_dim));
-      KV_ASSIGN_OR_RETURN(layer.v_bias, FindVector(model_, p + "attn_v.bias", kv_dim));
+      KV_ASSIGN_OR_RETURN(layer.q_bias, FindModelVector(model_, p + "attn_q.bias", q_dim));
+      KV_ASSIGN_OR_RETURN(layer.k_bias, FindModelVector(model_, p + "attn_k.bias", kv_dim));
+      KV_ASSIGN_OR_RETURN(layer.v_bias, FindModelVector(model_, p + "attn_v.bias", kv_dim));
     }
   }
   RopeOptions rope = c.rope;

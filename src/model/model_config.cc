@@ -153,8 +153,29 @@ Status ModelConfig::Validate() const {
   return OkStatus();
 }
 
+const char* PoolingTypeName(PoolingType pooling) {
+  switch (pooling) {
+    case PoolingType::kNone: return "none";
+    case PoolingType::kMean: return "mean";
+    case PoolingType::kCls: return "cls";
+    case PoolingType::kLast: return "last";
+  }
+  return "none";
+}
+
 int64_t ModelConfig::NumParameters() const {
   int64_t total = 0;
+  if (is_encoder()) {
+    // Embeddings (token, type, position, their LayerNorm), then per layer Q/K/V/O with biases,
+    // the FFN with biases, two LayerNorms.
+    const int64_t D = hidden_dim, F = ffn_dim;
+    bool ok = MulAdd(vocab_size + token_type_count + max_seq_len, D, &total) &&
+              MulAdd(2, D, &total);
+    for (int64_t l = 0; ok && l < num_layers; ++l) {
+      ok = MulAdd(4 * D + 2 * F, D, &total) && MulAdd(1, 9 * D + F, &total);
+    }
+    return ok ? total : -1;
+  }
   const int64_t q_dim = num_heads * head_dim;
   const int64_t kv_dim = num_kv_heads * head_dim;
   int64_t attention = 0;  // per layer

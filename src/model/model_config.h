@@ -60,8 +60,13 @@ struct MoeConfig {
   bool IsMoeLayer(int64_t layer) const { return num_experts > 0 && layer >= first_dense_layers; }
 };
 
+// How an encoder turns its sequence's rows into one embedding (GGUF <arch>.pooling_type, the
+// values of llama.cpp's enum).
+enum class PoolingType { kNone = 0, kMean = 1, kCls = 2, kLast = 3 };
+const char* PoolingTypeName(PoolingType pooling);  // "none", "mean", "cls", "last"
+
 struct ModelConfig {
-  std::string architecture = "llama";  // GGUF general.architecture: llama, qwen2, mistral
+  std::string architecture = "llama";  // GGUF general.architecture: llama, qwen2, mistral, bert
   std::string name;                    // general.name or the file name
   int64_t vocab_size = 0;
   int64_t hidden_dim = 0;        // embedding width (llama2.c `dim`)
@@ -80,6 +85,13 @@ struct ModelConfig {
   // own key and value once expanded) and rope.rotary_dim is qk_rope_head_dim.
   MlaConfig mla;
   MoeConfig moe;
+  // Encoders (architecture bert: all-MiniLM, bge, e5, gte). norm_eps is then LayerNorm's eps;
+  // the layers have biases, a GELU FFN and post-LN (model/bert.h).
+  PoolingType pooling = PoolingType::kNone;
+  bool causal = true;            // bert.attention.causal (encoders: false)
+  int64_t token_type_count = 0;  // rows of token_types (BERT: 2)
+
+  bool is_encoder() const { return architecture == "bert"; }
 
   bool is_mla() const { return mla.kv_lora_rank > 0; }
   bool is_moe() const { return moe.num_experts > 0; }

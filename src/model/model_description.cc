@@ -366,9 +366,30 @@ StatusOr<ModelDescription> DescribeGgufModel(const GgufFile& file, const std::st
   c.rope.head_dim = c.head_dim;
   KV_ASSIGN_OR_RETURN(const double theta, GgufFloat(file, arch, "rope.freq_base", 10000.0));
   c.rope.theta = static_cast<float>(theta);
-  KV_ASSIGN_OR_RETURN(const double eps,
-                      GgufFloat(file, arch, "attention.layer_norm_rms_epsilon", 1e-5));
-  c.norm_eps = static_cast<float>(eps);
+  if (arch == "bert") {
+    // An encoder: LayerNorm's eps, pooling, causal, token types (llama.cpp's keys and
+    // defaults: causal when absent, no pooling when absent).
+    KV_ASSIGN_OR_RETURN(const double eps, GgufFloat(file, arch, "attention.layer_norm_epsilon", -1.0));
+    if (eps <= 0.0) return InvalidArgumentError("bert.attention.layer_norm_epsilon is missing");
+    c.norm_eps = static_cast<float>(eps);
+    KV_ASSIGN_OR_RETURN(const int64_t pooling, GgufInt(file, arch, "pooling_type", 0));
+    if (pooling < 0 || pooling > 3) {
+      return InvalidArgumentError("bert.pooling_type " + std::to_string(pooling) +
+                                  " (supported: 0 none, 1 mean, 2 cls, 3 last)");
+    }
+    c.pooling = static_cast<PoolingType>(pooling);
+    StatusOr<bool> causal = file.GetBool(arch + ".attention.causal");
+    c.causal = causal.ok() ? *causal : true;
+    StatusOr<int64_t> types = file.GetInt("tokenizer.ggml.token_type_count");
+    c.token_type_count = types.ok() ? *types : 0;
+    if (c.token_type_count <= 0) {
+      return InvalidArgumentError("a bert model needs tokenizer.ggml.token_type_count > 0");
+    }
+  } else {
+    KV_ASSIGN_OR_RETURN(const double eps,
+                        GgufFloat(file, arch, "attention.layer_norm_rms_epsilon", 1e-5));
+    c.norm_eps = static_cast<float>(eps);
+  }
   c.rope.layout = GgufRopeLayout(arch);
   c.qkv_bias = arch == "qwen2";
   StatusOr<std::string> scaling = file.GetString(arch + ".rope.scaling.type");
@@ -389,7 +410,7 @@ StatusOr<ModelDescription> DescribeGgufModel(const GgufFile& file, const std::st
     const GgufTensorInfo* embd = file.FindTensor("token_embd.weight");
     if (embd != nullptr && !embd->shape.empty()) c.vocab_size = embd->shape[0];
   }
-  c.tied_embeddings = file.FindTensor("output.weight") == nullptr;
+  c.tied_embeddings = arch != "bert" && file.FindTensor("output.weight") == nullptr;
   KV_RETURN_IF_ERROR(ReadGgufMlaAndExperts(file, arch, &d));
   return d;
 }

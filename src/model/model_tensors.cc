@@ -1,5 +1,7 @@
 #include "model/model_tensors.h"
 
+#include "tensor/dtype.h"
+
 namespace kvserve {
 
 StatusOr<Tensor> VectorToF32(const Tensor& t, const std::string& name) {
@@ -84,7 +86,42 @@ void AddMoeTensors(const ModelConfig& c, const std::string& p, std::vector<Expec
 
 }  // namespace
 
+namespace {
+
+// BERT (llama.cpp's `bert`): embeddings, their LayerNorm, and per layer Q/K/V/O with biases,
+// attn_output_norm, ffn_up/down with biases, layer_output_norm. No output head.
+std::vector<ExpectedTensor> ExpectedBertTensors(const ModelConfig& c) {
+  const int64_t D = c.hidden_dim, F = c.ffn_dim;
+  std::vector<ExpectedTensor> out;
+  out.push_back({"token_embd.weight", {c.vocab_size, D}, false});
+  out.push_back({"token_types.weight", {c.token_type_count, D}, false, true});
+  out.push_back({"position_embd.weight", {c.max_seq_len, D}, false, true});
+  out.push_back({"token_embd_norm.weight", {D}, true});
+  out.push_back({"token_embd_norm.bias", {D}, true});
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    for (const char* m : {"attn_q", "attn_k", "attn_v"}) {
+      out.push_back({p + m + ".weight", {D, D}, false});
+      out.push_back({p + m + ".bias", {D}, true});
+    }
+    out.push_back({p + "attn_output.weight", {D, D}, false});
+    out.push_back({p + "attn_output.bias", {D}, true});
+    out.push_back({p + "attn_output_norm.weight", {D}, true});
+    out.push_back({p + "attn_output_norm.bias", {D}, true});
+    out.push_back({p + "ffn_up.weight", {F, D}, false});
+    out.push_back({p + "ffn_up.bias", {F}, true});
+    out.push_back({p + "ffn_down.weight", {D, F}, false});
+    out.push_back({p + "ffn_down.bias", {D}, true});
+    out.push_back({p + "layer_output_norm.weight", {D}, true});
+    out.push_back({p + "layer_output_norm.bias", {D}, true});
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<ExpectedTensor> ExpectedModelTensors(const ModelConfig& c) {
+  if (c.is_encoder()) return ExpectedBertTensors(c);
   const int64_t h = c.hidden_dim, q_dim = c.num_heads * c.head_dim,
                 kv_dim = c.num_kv_heads * c.head_dim;
   const int64_t attn_out = c.is_mla() ? c.num_heads * c.mla.v_head_dim : q_dim;
@@ -141,6 +178,49 @@ Status CollectModelTensors(const ModelConfig& config,
     (*out)[e.name] = std::move(t);
   }
   return OkStatus();
+}
+
+namespace {
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+bool IsFloatType(DType d) { return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16; }
+
+StatusOr<const Tensor*> FindModelTensor(const LoadedModel& model, const std::string& name,
+                             const std::vector<int64_t>& shape, bool matrix) {
+  auto it = model.tensors.find(name);
+  if (it == model.tensors.end()) {
+    return NotFoundError("model is missing tensor '" + name + "' (expected shape " +
+                         ShapeText(shape) + ")");
+  }
+  const Tensor& t = it->second;
+  if (t.shape != shape) {
+    return InvalidArgumentError("tensor '" + name + "' has shape " + ShapeText(t.shape) +
+                                " but the config implies " + ShapeText(shape));
+  }
+  bool dtype_ok = IsFloatType(t.dtype) || (matrix && IsGgmlBlockType(t.dtype) &&
+                                            t.cols() % DTypeBlockElems(t.dtype) == 0);
+  if (!dtype_ok) {
+    return InvalidArgumentError("tensor '" + name + "' has unsupported type " +
+                                std::string(DTypeName(t.dtype)) +
+                                (matrix ? " for a weight matrix" : " for a vector"));
+  }
+  if (t.data == nullptr) return InvalidArgumentError("tensor '" + name + "' has no data");
+  return &t;
+}
+
+StatusOr<std::vector<float>> FindModelVector(const LoadedModel& model, const std::string& name,
+                                        int64_t size) {
+  KV_ASSIGN_OR_RETURN(const Tensor* t, FindModelTensor(model, name, {size}, /*matrix=*/false));
+  std::vector<float> out(static_cast<size_t>(size));
+  DequantizeRow(t->dtype, t->data, out.data(), size);
+  return out;
 }
 
 }  // namespace kvserve

@@ -18,6 +18,7 @@ struct ExpectedTensor {
   std::string name;
   std::vector<int64_t> shape;  // outermost first
   bool vector = false;         // norm or bias: stored as f32 in LoadedModel
+  bool keep_f32 = false;       // a table llama.cpp wants in f32 (BERT's token_types, positions)
 };
 
 // token_embd, output_norm, output (unless tied), then blk.N.{attn_norm, attn_q, attn_k,
@@ -26,6 +27,15 @@ struct ExpectedTensor {
 // attn_k_b + attn_v_b (or attn_kv_b) instead of attn_q/k/v; MoE layers ffn_gate_inp,
 // [exp_probs_b], ffn_{gate,down,up}_exps and ffn_{gate,down,up}_shexp instead of the dense FFN.
 std::vector<ExpectedTensor> ExpectedModelTensors(const ModelConfig& config);
+
+// `name` from `model`, with its shape checked: `matrix` tensors may be any Matmul weight type
+// (the GGML block types need rows of whole blocks), vectors must be f32/f16/bf16. NotFound or
+// InvalidArgument naming the tensor.
+StatusOr<const Tensor*> FindModelTensor(const LoadedModel& model, const std::string& name,
+                                        const std::vector<int64_t>& shape, bool matrix);
+// A vector of `size` values, as float.
+StatusOr<std::vector<float>> FindModelVector(const LoadedModel& model, const std::string& name,
+                                             int64_t size);
 
 // Fills `out` with every tensor `config` needs, obtained from `lookup`, after checking its
 // shape and dtype (f32, f16, bf16, or a GGML block type: q8_0, q4_0 ... q6_k, matrices only);

@@ -76,6 +76,9 @@ bool AllowsQuantization(std::string_view name, const std::vector<int64_t>& shape
   if (name.size() < 6 || name.substr(name.size() - 6) != "weight") return false;
   if (Contains(name, "_norm.weight")) return false;
   if (Contains(name, "ffn_gate_inp.weight")) return false;
+  // BERT's token-type and position tables: llama.cpp adds them as f32 (ggml's add takes no
+  // other type there).
+  if (Contains(name, "token_types.weight") || Contains(name, "position_embd.weight")) return false;
   return true;
 }
 

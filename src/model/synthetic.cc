@@ -137,8 +137,33 @@ bool IsWordish(const std::string& bytes) {
 
 std::vector<std::string> SyntheticPresetNames() {
   return {"tiny",           "tiny-k",           "smollm2-135m",    "qwen2.5-0.5b",    "llama-3.2-1b",
-          "deepseek-v2-tiny", "deepseek-v3-tiny", "deepseek-v2-lite"};
+          "deepseek-v2-tiny", "deepseek-v3-tiny", "deepseek-v2-lite", "bert-tiny",
+          "all-minilm-l6-v2", "bge-small-en-v1.5"};
 }
+
+namespace {
+
+// BERT encoders as llama.cpp stores them (architecture bert): LayerNorm eps 1e-12,
+// bidirectional, two token types, no RoPE.
+ModelConfig BertConfig(const std::string& name, int64_t vocab, int64_t hidden, int64_t ffn,
+                       int64_t layers, int64_t heads, int64_t context, PoolingType pooling) {
+  ModelConfig c = BaseConfig(name, "bert");
+  c.vocab_size = vocab;
+  c.hidden_dim = hidden;
+  c.ffn_dim = ffn;
+  c.num_layers = layers;
+  c.num_heads = heads;
+  c.num_kv_heads = heads;
+  c.max_seq_len = context;
+  c.norm_eps = 1e-12f;
+  c.rope.theta = 10000.0f;  // unused
+  c.causal = false;
+  c.token_type_count = 2;
+  c.pooling = pooling;
+  return c;
+}
+
+}  // namespace
 
 StatusOr<ModelConfig> SyntheticPresetConfig(const std::string& preset) {
   ModelConfig c;
@@ -203,6 +228,12 @@ StatusOr<ModelConfig> SyntheticPresetConfig(const std::string& preset) {
     c.rope.llama3_original_max_positions = 8192;
     c.norm_eps = 1e-5f;
     c.tied_embeddings = true;
+  } else if (preset == "bert-tiny") {  // for tests: BERT's structure, small
+    c = BertConfig("bert-tiny", 300, 32, 64, 2, 4, 32, PoolingType::kMean);
+  } else if (preset == "all-minilm-l6-v2") {  // sentence-transformers/all-MiniLM-L6-v2
+    c = BertConfig("all-MiniLM-L6-v2", 30522, 384, 1536, 6, 12, 512, PoolingType::kMean);
+  } else if (preset == "bge-small-en-v1.5") {  // BAAI/bge-small-en-v1.5
+    c = BertConfig("bge-small-en-v1.5", 30522, 384, 1536, 12, 12, 512, PoolingType::kCls);
   } else if (preset == "deepseek-v2-tiny") {  // V2's structure, small: softmax routing
     MlaConfig mla{.q_lora_rank = 0, .kv_lora_rank = 64, .qk_nope_head_dim = 32,
                   .qk_rope_head_dim = 16, .v_head_dim = 32};
@@ -286,6 +317,70 @@ StatusOr<ModelConfig> SyntheticPresetConfig(const std::string& preset) {
   }
   FinishConfig(&c);
   return c;
+}
+
+StatusOr<VocabSpec> MakeSyntheticWordPieceVocab(int64_t vocab_size) {
+  if (vocab_size < 300 || vocab_size > (1 << 22)) {
+    return InvalidArgumentError("synthetic WordPiece vocabulary size must be in [300, 2^22], got " +
+                                std::to_string(vocab_size));
+  }
+  const std::string u = "\xE2\x96\x81";  // U+2581: a word-initial piece in llama.cpp's form
+  VocabSpec spec;
+  spec.model = VocabSpec::Model::kWpm;
+  std::unordered_set<std::string> seen;
+  auto add = [&](const std::string& text, TokenType type) {
+    if (static_cast<int64_t>(spec.tokens.size()) >= vocab_size || !seen.insert(text).second) return;
+    spec.tokens.push_back(text);
+    spec.token_types.push_back(type);
+  };
+  add("[PAD]", TokenType::kControl);
+  for (int i = 1; i < 100; ++i) add(u + "[unused" + std::to_string(i - 1) + "]", TokenType::kNormal);
+  add("[UNK]", TokenType::kControl);
+  add("[CLS]", TokenType::kControl);
+  add("[SEP]", TokenType::kControl);
+  add("[MASK]", TokenType::kControl);
+  const std::string singles = "abcdefghijklmnopqrstuvwxyz0123456789!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~";
+  for (char ch : singles) add(u + std::string(1, ch), TokenType::kNormal);
+  for (char ch : singles) add(std::string(1, ch), TokenType::kNormal);
+  static const char* const kWords[] = {
+      "the", "of", "and", "to", "in", "a", "is", "that", "for", "it", "as", "was", "with", "be",
+      "by", "on", "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have",
+      "an", "had", "they", "you", "were", "their", "one", "all", "we", "can", "her", "has",
+      "there", "been", "if", "more", "when", "will", "would", "who", "so", "no", "what", "up",
+      "out", "about", "time", "into", "some", "than", "them", "other", "only", "like", "new",
+      "how", "where", "refund", "window", "order", "orders", "weather", "city", "paris", "user",
+      "question", "answer", "cache", "model", "token", "story", "once", "upon", "day", "said"};
+  for (const char* w : kWords) add(u + w, TokenType::kNormal);
+  for (const char* s : {"ing", "ed", "er", "es", "ly", "tion", "ment", "ness", "able", "ful"}) {
+    add(s, TokenType::kNormal);
+  }
+  // Filler: two- and three-letter pieces, word-initial and continuing, in a fixed order.
+  const std::string letters = "etaoinshrdlcumwfgypbvkjxqz";
+  for (size_t len = 2; static_cast<int64_t>(spec.tokens.size()) < vocab_size && len <= 4; ++len) {
+    std::vector<size_t> idx(len, 0);
+    while (static_cast<int64_t>(spec.tokens.size()) < vocab_size) {
+      std::string piece;
+      for (size_t i : idx) piece += letters[i];
+      add(u + piece, TokenType::kNormal);
+      add(piece, TokenType::kNormal);
+      size_t k = len;
+      while (k > 0 && ++idx[k - 1] == letters.size()) idx[--k] = 0;
+      if (k == 0) break;
+    }
+  }
+  if (static_cast<int64_t>(spec.tokens.size()) != vocab_size) {
+    return InvalidArgumentError("synthetic WordPiece vocabulary: could not make " +
+                                std::to_string(vocab_size) + " distinct pieces");
+  }
+  spec.unk_id = 100;
+  spec.bos_id = 101;
+  spec.cls_id = 101;
+  spec.sep_id = 102;
+  spec.pad_id = 0;
+  spec.mask_id = 103;
+  spec.add_bos = true;
+  spec.add_eos = false;
+  return spec;
 }
 
 StatusOr<VocabSpec> MakeSyntheticVocab(int64_t vocab_size, uint64_t seed) {
@@ -440,13 +535,18 @@ StatusOr<LoadedModel> MakeSyntheticModel(const SyntheticModelOptions& options,
     model.vocab = *options.vocab;
     config.vocab_size = static_cast<int64_t>(options.vocab->tokens.size());
   } else {
-    KV_ASSIGN_OR_RETURN(model.vocab, MakeSyntheticVocab(config.vocab_size, options.seed));
+    if (config.is_encoder()) {
+      KV_ASSIGN_OR_RETURN(model.vocab, MakeSyntheticWordPieceVocab(config.vocab_size));
+    } else {
+      KV_ASSIGN_OR_RETURN(model.vocab, MakeSyntheticVocab(config.vocab_size, options.seed));
+    }
   }
   model.format = "synthetic";
   model.path = "synthetic:" + options.preset;
   config.name += " (synthetic)";
 
-  // Tensors in llama.cpp order; kind 0 = matrix (options.dtype), 1 = norm, 2 = bias (f32).
+  // Tensors in llama.cpp order; kind 0 = matrix (options.dtype), 1 = norm, 2 = bias (f32),
+  // 3 = a table kept in f32 (BERT's token types and positions).
   struct Spec {
     std::string name;
     std::vector<int64_t> shape;
@@ -454,7 +554,7 @@ StatusOr<LoadedModel> MakeSyntheticModel(const SyntheticModelOptions& options,
   };
   std::vector<Spec> specs;
   for (const ExpectedTensor& e : ExpectedModelTensors(config)) {
-    int kind = !e.vector ? 0 : (e.name.find(".bias") != std::string::npos ? 2 : 1);
+    int kind = e.keep_f32 ? 3 : !e.vector ? 0 : (e.name.find(".bias") != std::string::npos ? 2 : 1);
     specs.push_back({e.name, e.shape, kind});
   }
   const QuantMixModel mix_model = QuantMixModelFor(config);

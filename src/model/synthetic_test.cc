@@ -20,7 +20,10 @@ int64_t CountElements(const LoadedModel& m) {
 TEST(SyntheticTest, PresetParameterCountsMatchTheRealModels) {
   // Published parameter counts (embeddings counted once when tied).
   const std::vector<std::pair<std::string, int64_t>> known = {
-      {"smollm2-135m", 134515008}, {"qwen2.5-0.5b", 494032768}, {"llama-3.2-1b", 1235814400}};
+      {"smollm2-135m", 134515008}, {"qwen2.5-0.5b", 494032768}, {"llama-3.2-1b", 1235814400},
+      // The encoders as llama.cpp's converter writes them (HF's counts add a 147,840-value
+      // pooler it drops).
+      {"all-minilm-l6-v2", 22565376}, {"bge-small-en-v1.5", 33212160}};
   for (const auto& [preset, count] : known) {
     auto c = SyntheticPresetConfig(preset);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -34,6 +37,36 @@ TEST(SyntheticTest, PresetParameterCountsMatchTheRealModels) {
   EXPECT_TRUE(qwen->qkv_bias);
   EXPECT_EQ(qwen->rope.layout, RopeLayout::kNeox);
   EXPECT_EQ(qwen->head_dim, 64);
+}
+
+TEST(SyntheticTest, EncoderPresetsAndTheirWordPieceVocabulary) {
+  SyntheticModelOptions o;
+  o.preset = "all-minilm-l6-v2";
+  auto m = MakeSyntheticModel(o);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_TRUE(m->config.is_encoder());
+  EXPECT_EQ(m->config.pooling, PoolingType::kMean);
+  EXPECT_FALSE(m->config.causal);
+  EXPECT_EQ(m->tensors.size(), 5u + 16u * 6u);  // llama.cpp's count: 101
+  EXPECT_EQ(m->tensors.at("token_types.weight").dtype, DType::kF32);
+  EXPECT_EQ(m->tensors.at("position_embd.weight").shape, (std::vector<int64_t>{512, 384}));
+  // q8_0 matrices; the type and position tables stay f32, as llama.cpp needs.
+  o.dtype = DType::kQ8_0;
+  auto q = MakeSyntheticModel(o);
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->tensors.at("blk.0.attn_q.weight").dtype, DType::kQ8_0);
+  EXPECT_EQ(q->tensors.at("position_embd.weight").dtype, DType::kF32);
+  // The vocabulary: BERT's special ids, ASCII text without [UNK], [CLS] ... [SEP].
+  ASSERT_TRUE(m->vocab.has_value());
+  EXPECT_EQ(static_cast<int64_t>(m->vocab->tokens.size()), 30522);
+  auto tok = Tokenizer::Create(*m->vocab);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  const std::vector<TokenId> ids = (*tok)->Encode("Hello, World! 42 refunds", {});
+  ASSERT_GE(ids.size(), 3u);
+  EXPECT_EQ(ids.front(), 101);
+  EXPECT_EQ(ids.back(), 102);
+  for (TokenId t : ids) EXPECT_NE(t, 100) << "an [UNK] in ASCII text";
+  EXPECT_FALSE(MakeSyntheticWordPieceVocab(299).ok());
 }
 
 TEST(SyntheticTest, UnknownPresetListsNames) {

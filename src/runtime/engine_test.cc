@@ -210,7 +210,9 @@ TEST_F(EngineTest, PromptLogprobsStreamForEchoAndScoring) {
       next_position += static_cast<int64_t>(ev.prompt_logprobs.size());
     }
     prompt_lps.insert(prompt_lps.end(), ev.prompt_logprobs.begin(), ev.prompt_logprobs.end());
-    if (ev.finished()) EXPECT_EQ(ev.finish_reason, FinishReason::kLength);
+    if (ev.finished()) {
+      EXPECT_EQ(ev.finish_reason, FinishReason::kLength);
+    }
   }
   ASSERT_EQ(prompt_lps.size(), score.prompt_ids.size() - 1);
   for (size_t p = 0; p < prompt_lps.size(); ++p) {

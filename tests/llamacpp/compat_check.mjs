@@ -11,6 +11,9 @@
 //      tiny-k (every row a multiple of 256, so no k-quant falls back) in the other types and
 //      mixes, made by `kvserve mkmodel`; and, with --quantize, files made by llama.cpp's own
 //      quantizer (llama_model_quantize) from a kvserve F16 file. Same checks as B.
+//   D. Embedding models: the all-minilm-l6-v2 and bge-small-en-v1.5 presets (bert, f32) load in
+//      llama.cpp with their pooling, tokenize 20 texts the same, and `kvserve embed` agrees with
+//      llama.cpp's embeddings to cosine >= 0.9999.
 // Greedy sequences may only part where kvserve's token is within a per-dtype tolerance of
 // llama.cpp's top-1 logit, in llama.cpp's own logits (random weights give near-ties; the engines
 // round differently: q8_0 activation scales, summation order).
@@ -22,7 +25,7 @@ import {spawnSync} from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import process from "node:process";
-import {openLlama, runModel} from "./run_llamacpp.mjs";
+import {embedModel, openLlama, runModel} from "./run_llamacpp.mjs";
 
 const args = {kvserve: null, assets: null, workdir: null, n: 16, qwen: false, quantize: null};
 for (let i = 2; i < process.argv.length; ++i) {
@@ -249,6 +252,69 @@ for (const c of cases) {
           `${cmp.kvserve_token}, llama.cpp ${cmp.llamacpp_token}, llama.cpp logit gap ` +
           `${cmp.llamacpp_logit_gap?.toFixed(5)}, tolerance ${tolerance(c.dtype)})` : "") + `, min llama.cpp top2 margin ${minMargin.toFixed(5)}`,
         ...cmp});
+  }
+}
+
+// ---- D. Embedding models (issue 15): bert presets ----------------------------------------------
+// `kvserve mkmodel` writes all-MiniLM-L6-v2 (mean pooling) and bge-small-en-v1.5 (CLS pooling)
+// with a synthetic WordPiece vocabulary; llama.cpp loads each, tokenizes 20 texts the same and
+// its embeddings agree with `kvserve embed` to cosine >= 0.9999 (f32). Guard: different texts
+// must not embed alike, else agreement would prove nothing.
+{
+  const texts = ["hello world", "Hello, World! 123", "the refund window for EU orders",
+    "the refund window for US orders", "naïve café", "once upon a time there was a cat",
+    "what is the weather in paris?", "numbers 3.14 and 42", "a", "tabs\tand   spaces",
+    "UPPER case TEXT", "punctuation!!! ??? ...", "don't stop believing", "co-operate re-enter",
+    "日本語 text", "emoji 😀 here", "[CLS] as plain text", "the the the the the the",
+    "question answer story token model cache user city", Array(60).fill("long text").join(" ")];
+  const cosine = (a, b) => {
+    let dot = 0, na = 0, nb = 0;
+    for (let i = 0; i < a.length; ++i) { dot += a[i] * b[i]; na += a[i] * a[i]; nb += b[i] * b[i]; }
+    return dot / Math.sqrt(na * nb);
+  };
+  // One text per line of --texts-file: no text may hold a newline.
+  const textsFile = path.join(args.workdir, "embed_texts.txt");
+  fs.writeFileSync(textsFile, texts.join("\n") + "\n");
+  for (const [preset, pooling, layers] of [["all-minilm-l6-v2", "1", 6], ["bge-small-en-v1.5", "2", 12]]) {
+    const name = `${preset} f32`;
+    const gguf = path.join(args.workdir, `${preset}.gguf`);
+    kv(["mkmodel", "--preset", preset, "--dtype", "f32", "--seed", "5", "-o", gguf]);
+    const lc = await embedModel(handle, {model: gguf, texts});
+    check(`${name}: llama.cpp loads it`, !lc.error, {note: lc.error ?? JSON.stringify(lc.metadata)});
+    if (lc.error) continue;
+    const md = lc.metadata;
+    check(`${name}: metadata`, md.architecture === "bert" && md.n_embd === 384 && md.n_layer === layers &&
+      md.pooling_type === pooling && md.causal_attn === "0", {note: JSON.stringify(md)});
+    const ours = JSON.parse(kv(["embed", "-m", gguf, "--texts-file", textsFile, "--output-format", "json",
+      "--threads", "1"]));
+    let tokOk = true, worst = 1, worstText = "";
+    const tokDiffs = [];
+    for (const [k, c] of lc.cases.entries()) {
+      const mine = ours.data[k];
+      if (!sameIds(mine.tokens, c.ids)) {
+        tokOk = false;
+        tokDiffs.push({text: c.text, kvserve: mine.tokens, llamacpp: c.ids});
+        continue;
+      }
+      const cs = cosine(mine.embedding, c.vector);
+      if (cs < worst) { worst = cs; worstText = c.text; }
+    }
+    check(`${name}: tokenize ${texts.length} texts`, tokOk, {note: tokOk ? "" : JSON.stringify(tokDiffs.slice(0, 3))});
+    check(`${name}: embeddings agree with llama.cpp (cosine >= 0.9999)`, tokOk && worst >= 0.9999,
+      {note: `worst cosine ${worst.toFixed(7)} (${JSON.stringify(worstText)})`, worst_cosine: worst});
+    // Guard: llama.cpp's own embeddings of different texts are not all alike, and each of ours
+    // is closest to llama.cpp's embedding of the same text.
+    let maxOther = -1, ownClosest = true;
+    for (let i = 0; i < lc.cases.length; ++i) {
+      const own = cosine(ours.data[i].embedding, lc.cases[i].vector);
+      for (let j = 0; j < lc.cases.length; ++j) {
+        if (i === j) continue;
+        maxOther = Math.max(maxOther, cosine(lc.cases[i].vector, lc.cases[j].vector));
+        if (cosine(ours.data[i].embedding, lc.cases[j].vector) >= own) ownClosest = false;
+      }
+    }
+    check(`${name}: different texts embed differently`, maxOther < 0.9999 && ownClosest,
+      {note: `max cosine between different texts ${maxOther.toFixed(6)}, each closest to itself: ${ownClosest}`});
   }
 }
 

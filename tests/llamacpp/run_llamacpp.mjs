@@ -190,3 +190,39 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     process.exit(1);
   });
 }
+
+// Loads an embedding model (architecture bert) and returns, per text, llama.cpp's token ids
+// ([CLS] ... [SEP] as its embedding context prepares them) and its pooled embedding (raw, not
+// normalised: what libllama returns). Flash attention off, 1 thread.
+export async function embedModel({llama, logLines}, {model: modelPath, texts, threads = 1}) {
+  logLines.length = 0;
+  const out = {model_path: modelPath};
+  let model;
+  try {
+    model = await llama.loadModel({modelPath, gpuLayers: 0, defaultContextFlashAttention: false});
+  } catch (e) {
+    out.error = String(e && e.message ? e.message : e);
+    out.log_tail = logLines.join("\n").split("\n").filter((l) => /error|fail|invalid|unknown|wrong/i.test(l)).slice(-20);
+    return out;
+  }
+  const log = parseLoaderLog(logLines);
+  out.metadata = {
+    architecture: model.fileInfo.metadata?.general?.architecture ?? null,
+    n_embd: model.embeddingVectorSize,
+    n_layer: log["n_layer"] !== undefined ? Number(log["n_layer"]) : null,
+    pooling_type: log["pooling type"] ?? null,
+    causal_attn: log["causal attn"] ?? null,
+    vocab_type: log["vocab type"] ?? null,
+  };
+  const context = await model.createEmbeddingContext({contextSize: model.trainContextSize, batchSize: 512, threads});
+  out.cases = [];
+  for (const text of texts) {
+    const ids = Array.from(model.tokenize(text, false));
+    context._prepareInput(ids);  // [CLS] ... [SEP], as getEmbeddingFor does
+    const embedding = await context.getEmbeddingFor(text);
+    out.cases.push({text, ids, vector: Array.from(embedding.vector)});
+  }
+  await context.dispose();
+  await model.dispose();
+  return out;
+}
