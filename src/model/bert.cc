@@ -7,24 +7,9 @@
 #include "base/check.h"
 #include "kernels/kernels.h"
 #include "model/model_tensors.h"
+#include "model/row_ops.h"
 
 namespace kvserve {
-
-namespace {
-
-void AddBias(float* rows, int64_t num_rows, const std::vector<float>& bias) {
-  const int64_t n = static_cast<int64_t>(bias.size());
-  for (int64_t r = 0; r < num_rows; ++r) {
-    float* row = rows + r * n;
-    for (int64_t i = 0; i < n; ++i) row[i] += bias[static_cast<size_t>(i)];
-  }
-}
-
-void AddInPlace(float* x, const float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
-}
-
-}  // namespace
 
 BertModel::BertModel(LoadedModel model, const Options& options)
     : model_(std::move(model)), options_(options) {}

@@ -9,6 +9,7 @@
 #include "kernels/paged_attention.h"
 #include "kv/token_eviction.h"
 #include "model/model_tensors.h"
+#include "model/row_ops.h"
 
 namespace kvserve {
 
@@ -28,22 +29,6 @@ void DenseKvCache::Truncate(int64_t num_tokens) {
 }
 
 namespace {
-
-void AddBias(float* rows, int64_t num_rows, const std::vector<float>& bias) {
-  const int64_t n = static_cast<int64_t>(bias.size());
-  for (int64_t r = 0; r < num_rows; ++r) {
-    float* row = rows + r * n;
-    for (int64_t i = 0; i < n; ++i) row[i] += bias[static_cast<size_t>(i)];
-  }
-}
-
-void AddInPlace(float* x, const float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
-}
-
-void MulInPlace(float* x, const float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] *= y[i];
-}
 
 // Values per token and layer in a cache row: K (or V) of every KV head, or the MLA latent row.
 int64_t KvRowDim(const ModelConfig& c) {
