@@ -1,5 +1,5 @@
 // `kvserve embed`: embeddings of texts with a BERT-family encoder (model/bert.h). Thin: flags,
-// input files and output formatting; the model does the rest.
+// input files and output formatting; runtime/embedder.h does the rest.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,8 +14,7 @@
 #include "base/thread_pool.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
-#include "model/bert.h"
-#include "tokenizer/tokenizer.h"
+#include "runtime/embedder.h"
 
 namespace kvserve::cli {
 namespace {
@@ -47,15 +46,16 @@ int RunEmbed(const EmbedOptions& o) {
   }
   if (texts.empty()) return ReportError(InvalidArgumentError("give --text or --texts-file"));
   if (o.model_path.empty()) return ReportError(InvalidArgumentError("--model is required"));
-  BertModel::Options bo;
-  bo.normalize = o.normalize;
+  Embedder::Options eo;
+  eo.normalize = o.normalize;
+  eo.threads = o.threads > 0 ? o.threads : ThreadPool::HardwareThreads();
   if (!o.pooling.empty()) {
     if (o.pooling == "mean") {
-      bo.pooling = PoolingType::kMean;
+      eo.model.pooling = PoolingType::kMean;
     } else if (o.pooling == "cls") {
-      bo.pooling = PoolingType::kCls;
+      eo.model.pooling = PoolingType::kCls;
     } else if (o.pooling == "last") {
-      bo.pooling = PoolingType::kLast;
+      eo.model.pooling = PoolingType::kLast;
     } else {
       return ReportError(InvalidArgumentError("--pooling must be mean, cls or last"));
     }
@@ -64,45 +64,40 @@ int RunEmbed(const EmbedOptions& o) {
   auto loaded = LoadModelWithProgress(o.model_path, o.tokenizer_path);
   if (!loaded.ok()) return ReportError(loaded.status());
   PrintModelSummary(*loaded, SecondsSince(start));
-  if (!loaded->vocab.has_value()) return ReportError(InvalidArgumentError("the model has no vocabulary"));
-  auto tokenizer = Tokenizer::Create(*loaded->vocab);
-  if (!tokenizer.ok()) return ReportError(tokenizer.status().WithContext("tokenizer"));
   const std::string model_name = loaded->config.name;
-  auto bert = BertModel::Create(std::move(loaded).value(), bo);
-  if (!bert.ok()) return ReportError(bert.status());
-  ThreadPool pool(o.threads > 0 ? o.threads : ThreadPool::HardwareThreads());
+  auto embedder = Embedder::Create(std::move(loaded).value(), eo);
+  if (!embedder.ok()) return ReportError(embedder.status());
 
-  // Each text as llama.cpp's embedding path tokenizes it: [CLS] ... [SEP], no special-token
-  // parsing in the text.
   std::vector<std::vector<TokenId>> ids;
-  std::vector<TokenId> all;
-  std::vector<int64_t> starts = {0};
+  size_t num_tokens = 0;
   for (const std::string& t : texts) {
-    ids.push_back((*tokenizer)->Encode(t, EncodeOptions{.add_bos = true, .parse_special = false}));
-    all.insert(all.end(), ids.back().begin(), ids.back().end());
-    starts.push_back(static_cast<int64_t>(all.size()));
+    auto tokens = (*embedder)->Tokenize(t, EmbedTruncation::kError);
+    if (!tokens.ok()) {
+      return ReportError(tokens.status().WithContext("text " + std::to_string(ids.size())));
+    }
+    num_tokens += tokens->size();
+    ids.push_back(*std::move(tokens));
   }
-  const int64_t dim = (*bert)->dim();
-  std::vector<float> out(texts.size() * static_cast<size_t>(dim));
+  const int64_t dim = (*embedder)->dim();
   const auto t0 = std::chrono::steady_clock::now();
-  if (Status s = (*bert)->Embed(all, starts, &pool, out.data()); !s.ok()) return ReportError(s);
+  auto embeddings = (*embedder)->Embed(ids);
+  if (!embeddings.ok()) return ReportError(embeddings.status());
   const double seconds = SecondsSince(t0);
-  std::fprintf(stderr, "embed: %zu texts, %zu tokens in %.3f s (%.0f tokens/s); %s pooling%s, %lld dims\n",
-               texts.size(), all.size(), seconds, static_cast<double>(all.size()) / std::max(seconds, 1e-9),
-               PoolingTypeName((*bert)->pooling()), o.normalize ? ", L2-normalised" : "",
-               static_cast<long long>(dim));
+  std::fprintf(stderr, "embed: %zu texts, %zu tokens in %.3f s (%.0f tokens/s, %d threads); %s pooling%s, %lld dims\n",
+               texts.size(), num_tokens, seconds, static_cast<double>(num_tokens) / std::max(seconds, 1e-9),
+               (*embedder)->num_threads(), PoolingTypeName((*embedder)->pooling()),
+               o.normalize ? ", L2-normalised" : "", static_cast<long long>(dim));
   if (o.output_format == "json") {
     nlohmann::json data = nlohmann::json::array();
     for (size_t i = 0; i < texts.size(); ++i) {
       data.push_back({{"index", i},
                       {"text", texts[i]},
                       {"tokens", ids[i]},
-                      {"embedding", std::vector<float>(out.begin() + static_cast<int64_t>(i) * dim,
-                                                       out.begin() + static_cast<int64_t>(i + 1) * dim)}});
+                      {"embedding", (*embeddings)[i]}});
     }
     nlohmann::json j{{"model", model_name},
                      {"dim", dim},
-                     {"pooling", PoolingTypeName((*bert)->pooling())},
+                     {"pooling", PoolingTypeName((*embedder)->pooling())},
                      {"normalized", o.normalize},
                      {"data", data}};
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
@@ -111,7 +106,7 @@ int RunEmbed(const EmbedOptions& o) {
   for (size_t i = 0; i < texts.size(); ++i) {
     std::printf("%zu\t%zu tokens\t[", i, ids[i].size());
     for (int64_t d = 0; d < dim; ++d) {
-      std::printf("%s%.6g", d ? ", " : "", out[i * static_cast<size_t>(dim) + static_cast<size_t>(d)]);
+      std::printf("%s%.6g", d ? ", " : "", (*embeddings)[i][static_cast<size_t>(d)]);
     }
     std::printf("]\n");
   }

@@ -29,6 +29,10 @@ StatusOr<CommandModel> LoadCommandModel(const CommandModelOptions& options) {
   }
   out.load_seconds = SecondsSince(start);
   PrintModelSummary(loaded, out.load_seconds);
+  if (options.allow_encoder && loaded.config.is_encoder()) {
+    out.encoder = std::move(loaded);
+    return out;
+  }
   if (loaded.vocab.has_value()) {
     auto tok = Tokenizer::Create(*loaded.vocab);
     if (!tok.ok()) return tok.status().WithContext("tokenizer");

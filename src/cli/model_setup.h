@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/status.h"
@@ -14,7 +15,9 @@
 namespace kvserve::cli {
 
 struct CommandModel {
-  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<LlamaModel> model;  // null when `encoder` is set
+  // An encoder (bert) file when CommandModelOptions::allow_encoder: loaded, not built.
+  std::optional<LoadedModel> encoder;
   std::unique_ptr<Tokenizer> tokenizer;  // null when the model carries no vocabulary
   double load_seconds = 0.0;
 };
@@ -24,6 +27,7 @@ struct CommandModelOptions {
   std::string tokenizer_path;  // overrides the model's vocabulary
   bool require_tokenizer = false;  // error "pass one with --tokenizer" when there is none
   LlamaModel::Options model;       // --mla-attention expanded sets mla_expanded_kv
+  bool allow_encoder = false;      // return an embedding model in CommandModel::encoder
 };
 
 StatusOr<CommandModel> LoadCommandModel(const CommandModelOptions& options);

@@ -24,6 +24,7 @@
 #include "kernels/kernels.h"
 #include "model/llama.h"
 #include "model/synthetic.h"
+#include "runtime/embedder.h"
 #include "runtime/engine.h"
 #include "runtime/engine_policy.h"
 #include "server/server.h"
@@ -53,6 +54,10 @@ struct ServeOptions {
   float semantic_cache_threshold = 0.96f;
   int64_t semantic_cache_max_entries = 100000;
   double semantic_cache_ttl_s = 3600.0;
+  // An embedding model beside the generator (/v1/embeddings and semantic cache hits).
+  std::string embedding_model_path;
+  std::string embedding_model_name;  // empty: the path
+  int embedding_threads = 0;         // 0: 1 beside a generator, all when serving it alone
 };
 
 
@@ -90,6 +95,123 @@ class SignalWatcher {
   std::thread thread_;
 };
 
+// What a generator needs to run, kept alive while the server serves (declaration order is
+// destruction order reversed: the engine goes before the KV cache, the model and the pool).
+struct GeneratorStack {
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<ThreadPool> pool;
+  std::optional<PagedKvCache> kv;
+  std::unique_ptr<toolcall::ToolCallParser> tool_call_parser;
+  std::unique_ptr<Engine> engine;
+  std::string banner;  // the "serve: model ..." line
+};
+
+// Chat template, KV cache and engine for a generator; fills the generator's part of `so`.
+Status SetUpGenerator(const ServeOptions& o, CommandModel loaded, int threads, ServerOptions* so,
+                      GeneratorStack* g) {
+  g->model = std::move(loaded.model);
+  g->tokenizer = std::move(loaded.tokenizer);
+  const Tokenizer* tokenizer = g->tokenizer.get();
+
+  // Chat template: --chat-template, else the model's, else ChatML.
+  auto token_text = [&](TokenId id) {
+    return id >= 0 && id < tokenizer->vocab_size() ? tokenizer->spec().tokens[id] : std::string();
+  };
+  auto chat_or = ModelChatTemplates::Load(o.model_path, o.chat_template_path,
+                                          token_text(tokenizer->bos_id()),
+                                          token_text(tokenizer->eos_id()));
+  if (!chat_or.ok()) return chat_or.status();
+  auto chat = std::make_shared<const ModelChatTemplates>(std::move(chat_or).value());
+  if (chat->is_chatml_fallback()) {
+    std::fprintf(stderr,
+                 "note: the model has no chat template; /v1/chat/completions uses ChatML.\n");
+  }
+  // Tool calls and reasoning: the flags against the template.
+  std::string tools_banner;
+  auto chat_output =
+      ResolveChatOutput(o.chat_output, chat->tools_source(), &g->tool_call_parser, &tools_banner);
+  if (!chat_output.ok()) return chat_output.status();
+
+  // The API name: the flag, else the --model path (as vLLM), else the built-in model's name
+  // without its "(random weights)" note ("builtin-tiny").
+  const std::string& model_name = g->model->config().name;
+  const std::string name = !o.served_model_name.empty() ? o.served_model_name
+                           : o.model_path.empty() ? model_name.substr(0, model_name.find(' '))
+                                                  : o.model_path;
+
+  // KV cache.
+  g->pool = std::make_unique<ThreadPool>(threads);
+  auto kv_config = ResolveKvCacheFlags(o.kv);
+  if (!kv_config.ok()) return kv_config.status();
+  const StatusOr<KvEvictionPolicy> policy = ResolveKvEvictionFlags(o.eviction);
+  if (!policy.ok()) return policy.status();
+  EngineConfigOptions eco;
+  eco.kv = *kv_config;
+  if (o.gpu_memory_utilization >= 0.0) eco.kv.memory_utilization = o.gpu_memory_utilization;
+  eco.scheduler = o.scheduler;
+  eco.default_num_sequences = o.kv_default_sequences;
+  auto config = ResolveEngineConfig(eco, *g->model, tokenizer);
+  if (!config.ok()) return config.status();
+  auto kv = CreateKvCacheWithBanner(*g->model, tokenizer, config->kv, g->pool.get());
+  if (!kv.ok()) return kv.status();
+  g->kv.emplace(std::move(kv).value());
+  // Commit the KV pages now: the resident size is then stable from the first request on.
+  const auto commit_start = std::chrono::steady_clock::now();
+  g->kv->storage->CommitMemory();
+  std::fprintf(stderr, "KV cache: %s committed in %.2f s\n",
+               HumanBytes(g->kv->storage->total_bytes()).c_str(), SecondsSince(commit_start));
+
+  // Engine.
+  EngineOptions eo;
+  static_cast<EngineCoreOptions&>(eo) = config->core;
+  eo.tokenizer = tokenizer;
+  eo.detokenize_special_ids = MarkupTokenIds(*tokenizer);
+  auto engine = Engine::Create(eo, g->model.get(), &*g->kv, g->pool.get());
+  if (!engine.ok()) return engine.status();
+  g->engine = std::move(engine).value();
+  const SchedulerConfig& sc = g->engine->scheduler_config();
+
+  so->kv_policy = *policy;
+  if (policy->method != KvEvictionMethod::kNone) {
+    std::fprintf(stderr, "kv eviction (default of requests): %s\n", policy->ToString().c_str());
+  }
+  so->served_model_name = name;
+  const PagedKvCache& c = *g->kv;
+  so->kv.dtype = DTypeName(c.spec.dtype);
+  so->kv.block_size = c.spec.block_size;
+  so->kv.num_blocks = c.num_blocks();
+  so->kv.bytes_per_token = c.spec.bytes_per_token();
+  so->kv.layout = KvLayoutName(c.spec.layout);
+  so->kv.values_per_token_per_layer = c.spec.values_per_token_per_layer();
+  so->kv.num_layers = c.spec.num_layers;
+  so->kv.num_kv_heads = c.spec.num_kv_heads;
+  so->kv.scales = c.storage->scales();
+  so->chat_output = *chat_output;
+  so->render_chat = [chat](const openai::ChatRequest& req) -> StatusOr<std::string> {
+    ChatTemplateInputs in;
+    in.messages = req.messages;
+    if (!req.tools.is_null()) in.tools = req.tools;
+    in.add_generation_prompt = req.add_generation_prompt;
+    if (req.chat_template_kwargs.is_object()) in.extra = req.chat_template_kwargs;
+    return chat->Render(std::move(in));
+  };
+  char line[1024];
+  std::snprintf(line, sizeof(line),
+                "serve: model '%s'; max model len %lld tokens; --max-num-seqs %lld, "
+                "--max-num-batched-tokens %lld, --max-queue-len %lld; prefix caching %s, chunked "
+                "prefill %s; %d threads; API key %s; chat template: %s\nserve: %s\n",
+                name.c_str(), static_cast<long long>(c.max_model_len),
+                static_cast<long long>(sc.max_num_seqs),
+                static_cast<long long>(sc.max_num_batched_tokens),
+                static_cast<long long>(o.max_queue_len), eo.enable_prefix_caching ? "on" : "off",
+                sc.enable_chunked_prefill ? "on" : "off", threads,
+                o.api_key.empty() ? "off" : "required", chat->description().c_str(),
+                tools_banner.c_str());
+  g->banner = line;
+  return OkStatus();
+}
+
 int RunServe(const ServeOptions& o) {
   Status scheduler_flags = ValidateSchedulerFlags(o.scheduler);
   if (!scheduler_flags.ok()) return ReportError(scheduler_flags);
@@ -98,135 +220,99 @@ int RunServe(const ServeOptions& o) {
     return ReportError(InvalidArgumentError("--port must be in [0, 65535]"));
   }
   SignalWatcher signals;  // before any thread starts
+  const int threads = o.threads > 0 ? o.threads : ThreadPool::HardwareThreads();
 
-  // 1. Model and tokenizer.
+  // 1. The model: a generator, or an embedding model served alone.
   CommandModelOptions mo;
   mo.model_path = o.model_path;
   mo.tokenizer_path = o.tokenizer_path;
   mo.require_tokenizer = true;
+  mo.allow_encoder = true;
   auto loaded_or = LoadCommandModel(mo);
   if (!loaded_or.ok()) return ReportError(loaded_or.status());
-  std::unique_ptr<LlamaModel> model = std::move(loaded_or->model);
-  std::unique_ptr<Tokenizer> tokenizer = std::move(loaded_or->tokenizer);
+  const bool embeddings_only = loaded_or->encoder.has_value();
 
-  // 2. Chat template: --chat-template, else the model's, else ChatML.
-  auto token_text = [&](TokenId id) {
-    return id >= 0 && id < tokenizer->vocab_size() ? tokenizer->spec().tokens[id] : std::string();
-  };
-  auto chat_or = ModelChatTemplates::Load(o.model_path, o.chat_template_path,
-                                          token_text(tokenizer->bos_id()),
-                                          token_text(tokenizer->eos_id()));
-  if (!chat_or.ok()) return ReportError(chat_or.status());
-  auto chat = std::make_shared<const ModelChatTemplates>(std::move(chat_or).value());
-  if (chat->is_chatml_fallback()) {
-    std::fprintf(stderr,
-                 "note: the model has no chat template; /v1/chat/completions uses ChatML.\n");
+  // 2. The embedding model: --model EMBEDDER (all threads) or --embedding-model beside the
+  // generator (--embedding-threads, default 1, beside the engine's).
+  std::shared_ptr<const Embedder> embedder;
+  std::string embedding_name;
+  Embedder::Options emo;
+  if (embeddings_only) {
+    if (!o.embedding_model_path.empty()) {
+      return ReportError(InvalidArgumentError(
+          "--model '" + o.model_path + "' is an embedding model; --embedding-model is for an "
+          "embedding model beside a generator"));
+    }
+    emo.threads = o.embedding_threads > 0 ? o.embedding_threads : threads;
+    auto e = Embedder::Create(std::move(*loaded_or->encoder), emo);
+    if (!e.ok()) return ReportError(e.status());
+    embedder = std::move(e).value();
+    embedding_name = !o.served_model_name.empty() ? o.served_model_name : o.model_path;
+  } else if (!o.embedding_model_path.empty()) {
+    const auto start = std::chrono::steady_clock::now();
+    auto loaded = LoadModelWithProgress(o.embedding_model_path, "");
+    if (!loaded.ok()) return ReportError(loaded.status().WithContext("--embedding-model"));
+    PrintModelSummary(*loaded, SecondsSince(start));
+    emo.threads = o.embedding_threads > 0 ? o.embedding_threads : 1;
+    auto e = Embedder::Create(std::move(loaded).value(), emo);
+    if (!e.ok()) return ReportError(e.status().WithContext("--embedding-model"));
+    embedder = std::move(e).value();
+    embedding_name = !o.embedding_model_name.empty() ? o.embedding_model_name
+                                                     : o.embedding_model_path;
   }
 
-  // Tool calls and reasoning: the flags against the template.
-  std::unique_ptr<toolcall::ToolCallParser> tool_call_parser;
-  std::string tools_banner;
-  auto chat_output =
-      ResolveChatOutput(o.chat_output, chat->tools_source(), &tool_call_parser, &tools_banner);
-  if (!chat_output.ok()) return ReportError(chat_output.status());
-
-  // The API name: the flag, else the --model path (as vLLM), else the built-in model's name
-  // without its "(random weights)" note ("builtin-tiny").
-  const std::string& model_name = model->config().name;
-  const std::string name = !o.served_model_name.empty() ? o.served_model_name
-                           : o.model_path.empty() ? model_name.substr(0, model_name.find(' '))
-                                                  : o.model_path;
-
-  // 3. KV cache.
-  const int threads = o.threads > 0 ? o.threads : ThreadPool::HardwareThreads();
-  ThreadPool pool(threads);
-  auto kv_config = ResolveKvCacheFlags(o.kv);
-  if (!kv_config.ok()) return ReportError(kv_config.status());
-  const StatusOr<KvEvictionPolicy> policy = ResolveKvEvictionFlags(o.eviction);
-  if (!policy.ok()) return ReportError(policy.status());
-  EngineConfigOptions eco;
-  eco.kv = *kv_config;
-  if (o.gpu_memory_utilization >= 0.0) eco.kv.memory_utilization = o.gpu_memory_utilization;
-  eco.scheduler = o.scheduler;
-  eco.default_num_sequences = o.kv_default_sequences;
-  auto config = ResolveEngineConfig(eco, *model, tokenizer.get());
-  if (!config.ok()) return ReportError(config.status());
-  auto kv = CreateKvCacheWithBanner(*model, tokenizer.get(), config->kv, &pool);
-  if (!kv.ok()) return ReportError(kv.status());
-  // Commit the KV pages now: the resident size is then stable from the first request on.
-  const auto commit_start = std::chrono::steady_clock::now();
-  kv->storage->CommitMemory();
-  std::fprintf(stderr, "KV cache: %s committed in %.2f s\n",
-               HumanBytes(kv->storage->total_bytes()).c_str(), SecondsSince(commit_start));
-
-  // 4. Engine.
-  EngineOptions eo;
-  static_cast<EngineCoreOptions&>(eo) = config->core;
-  eo.tokenizer = tokenizer.get();
-  eo.detokenize_special_ids = MarkupTokenIds(*tokenizer);
-  auto engine = Engine::Create(eo, model.get(), &*kv, &pool);
-  if (!engine.ok()) return ReportError(engine.status());
-  const SchedulerConfig& sc = (*engine)->scheduler_config();
-
-  // 5. HTTP server.
+  // 3. The generator's chat template, KV cache and engine.
   ServerOptions so;
-  so.kv_policy = *policy;
-  if (policy->method != KvEvictionMethod::kNone) {
-    std::fprintf(stderr, "kv eviction (default of requests): %s\n", policy->ToString().c_str());
+  GeneratorStack g;
+  if (!embeddings_only) {
+    Status s = SetUpGenerator(o, std::move(loaded_or).value(), threads, &so, &g);
+    if (!s.ok()) return ReportError(s);
   }
+  const Tokenizer* tokenizer = embeddings_only ? &embedder->tokenizer() : g.tokenizer.get();
+
+  // 4. HTTP server.
   so.http = o.http;
   so.api_key = o.api_key;
-  so.served_model_name = name;
   so.max_queue_len = o.max_queue_len;
   so.shutdown_timeout_s = o.shutdown_timeout_s;
-  so.kv.dtype = DTypeName(kv->spec.dtype);
-  so.kv.block_size = kv->spec.block_size;
-  so.kv.num_blocks = kv->num_blocks();
-  so.kv.bytes_per_token = kv->spec.bytes_per_token();
-  so.kv.layout = KvLayoutName(kv->spec.layout);
-  so.kv.values_per_token_per_layer = kv->spec.values_per_token_per_layer();
   so.simd_level = kernels::SimdLevelName();
   so.cpu_simd_level = kernels::CpuSimdLevelName();
-  so.kv.num_layers = kv->spec.num_layers;
-  so.kv.num_kv_heads = kv->spec.num_kv_heads;
-  so.kv.scales = kv->storage->scales();
-  so.chat_output = *chat_output;
-  if (o.semantic_cache) {
+  so.embedder = embedder;
+  so.embedding_model_name = embedding_name;
+  if (o.semantic_cache && !embeddings_only) {
     semcache::SemanticCacheOptions sco;
     sco.max_entries = o.semantic_cache_max_entries;
     sco.ttl_seconds = o.semantic_cache_ttl_s;
+    if (embedder != nullptr) sco.dim = static_cast<int32_t>(embedder->dim());
     so.response_cache.cache = std::make_shared<semcache::SemanticCache>(sco);
     so.response_cache.threshold = o.semantic_cache_threshold;
   }
-  so.render_chat = [chat](const openai::ChatRequest& req) -> StatusOr<std::string> {
-    ChatTemplateInputs in;
-    in.messages = req.messages;
-    if (!req.tools.is_null()) in.tools = req.tools;
-    in.add_generation_prompt = req.add_generation_prompt;
-    if (req.chat_template_kwargs.is_object()) in.extra = req.chat_template_kwargs;
-    return chat->Render(std::move(in));
-  };
-  OpenAiServer server(so, engine->get(), tokenizer.get());
+  OpenAiServer server(so, g.engine.get(), tokenizer);
   Status bound = server.Bind();
   if (!bound.ok()) return ReportError(bound);
 
-  std::fprintf(stderr,
-               "serve: model '%s'; max model len %lld tokens; --max-num-seqs %lld, "
-               "--max-num-batched-tokens %lld, --max-queue-len %lld; prefix caching %s, chunked "
-               "prefill %s; %d threads; API key %s; chat template: %s\n",
-               name.c_str(), static_cast<long long>(kv->max_model_len),
-               static_cast<long long>(sc.max_num_seqs),
-               static_cast<long long>(sc.max_num_batched_tokens),
-               static_cast<long long>(o.max_queue_len), eo.enable_prefix_caching ? "on" : "off",
-               sc.enable_chunked_prefill ? "on" : "off", threads,
-               o.api_key.empty() ? "off" : "required", chat->description().c_str());
-  std::fprintf(stderr, "serve: %s\n", tools_banner.c_str());
-  if (o.semantic_cache) {
+  if (!embeddings_only) std::fprintf(stderr, "%s", g.banner.c_str());
+  if (embedder != nullptr) {
     std::fprintf(stderr,
-                 "serve: response cache (tier 1): exact repeats (no --embedding-model: no "
-                 "similarity hits); up to %lld entries, TTL %.0f s; by default for requests "
-                 "with temperature 0 or a seed and n = 1\n",
-                 static_cast<long long>(o.semantic_cache_max_entries), o.semantic_cache_ttl_s);
+                 "serve: embedding model '%s' (/v1/embeddings%s): %lld dims, %s pooling, "
+                 "L2-normalised, at most %lld tokens per input, %d threads\n",
+                 embedding_name.c_str(), embeddings_only ? " only" : "",
+                 static_cast<long long>(embedder->dim()), PoolingTypeName(embedder->pooling()),
+                 static_cast<long long>(embedder->max_tokens()), embedder->num_threads());
+  }
+  if (o.semantic_cache && embeddings_only) {
+    std::fprintf(stderr, "serve: --semantic-cache ignored: nothing is generated\n");
+  } else if (o.semantic_cache) {
+    char similar[512] = " only (no --embedding-model: no similarity hits)";
+    if (embedder != nullptr) {
+      std::snprintf(similar, sizeof(similar), ", and similar requests (cosine >= %.3g by '%s')",
+                    o.semantic_cache_threshold, embedding_name.c_str());
+    }
+    std::fprintf(stderr,
+                 "serve: response cache (tier 1): exact repeats%s; up to %lld entries, TTL "
+                 "%.0f s; by default for requests with temperature 0 or a seed and n = 1\n",
+                 similar, static_cast<long long>(o.semantic_cache_max_entries),
+                 o.semantic_cache_ttl_s);
   } else {
     std::fprintf(stderr, "serve: response cache (tier 1): off (--semantic-cache)\n");
   }
@@ -252,10 +338,14 @@ int RunServe(const ServeOptions& o) {
   });
   Status ran = server.Run();
   if (!ran.ok()) return ReportError(ran);
-  const EngineStats st = (*engine)->stats();
-  std::fprintf(stderr, "serve: stopped; %lld tokens generated, %lld preemptions\n",
-               static_cast<long long>(st.num_generated_tokens_total),
-               static_cast<long long>(st.num_preemptions_total));
+  if (g.engine != nullptr) {
+    const EngineStats st = g.engine->stats();
+    std::fprintf(stderr, "serve: stopped; %lld tokens generated, %lld preemptions\n",
+                 static_cast<long long>(st.num_generated_tokens_total),
+                 static_cast<long long>(st.num_preemptions_total));
+  } else {
+    std::fprintf(stderr, "serve: stopped\n");
+  }
   return 0;
 }
 
@@ -266,10 +356,11 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "serve",
       "Serve the model over an OpenAI-compatible HTTP API (/v1/completions, "
-      "/v1/chat/completions, /v1/models), with /tokenize, /detokenize, /health and Prometheus "
+      "/v1/chat/completions, /v1/embeddings, /v1/models), with /tokenize, /detokenize, /health and Prometheus "
       "/metrics. Without --model, serves a built-in model with RANDOM weights.");
   cmd->add_option("-m,--model", o->model_path,
-                  "Model: GGUF file, llama2.c checkpoint (.bin) or Hugging Face folder");
+                  "Model: GGUF file, llama2.c checkpoint (.bin) or Hugging Face folder; an embedding "
+                  "model (bert) serves /v1/embeddings only");
   cmd->add_option("--tokenizer", o->tokenizer_path,
                   "Tokenizer file overriding the model's (tokenizer.json, llama2.c .bin, GGUF)");
   cmd->add_option("--served-model-name", o->served_model_name,
@@ -333,9 +424,19 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                   "Split <think>...</think> (or the model's reasoning markers) into "
                   "reasoning_content: deepseek_r1, qwen3, command_r, mistral, or auto (from the "
                   "chat template)");
+  cmd->add_option("--embedding-model", o->embedding_model_path,
+                  "An embedding model (bert GGUF file or Hugging Face BertModel folder) beside the "
+                  "generator: serves /v1/embeddings and gives --semantic-cache its similarity "
+                  "hits. (--model EMBEDDER alone serves embeddings only.)");
+  cmd->add_option("--embedding-model-name", o->embedding_model_name,
+                  "The embedding model's name in the API (default: its path)");
+  cmd->add_option("--embedding-threads", o->embedding_threads,
+                  "Threads of the embedding model (default: 1 beside a generator, all when it "
+                  "is served alone)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--semantic-cache", o->semantic_cache,
                "Serve repeated requests from a response cache in front of the engine (tier 1): "
-               "exact repeats; by default only requests with temperature 0 or a seed and n = 1 "
+               "exact repeats, and with --embedding-model similar requests; by default only requests with temperature 0 or a seed and n = 1 "
                "(a request opts in or out with \"semantic_cache\": {\"mode\": ...})");
   cmd->add_option("--semantic-cache-threshold", o->semantic_cache_threshold,
                   "Least cosine similarity of a semantic hit (with an embedding model)")

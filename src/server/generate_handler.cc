@@ -429,6 +429,13 @@ void OpenAiServer::handle_generate(const Request& req, Response& res, Writer& wr
     reply_error(res, 503, "the server is shutting down");
     return;
   }
+  if (engine_ == nullptr) {
+    reply_error(res, 400,
+                "the model '" + options_.embedding_model_name +
+                    "' is an embedding model: this server answers /v1/embeddings only",
+                "model", "model_not_supported");
+    return;
+  }
   openai::ParamError perr;
   auto request = ParseGenerateRequest(req.body, chat, &perr);
   if (!request.ok()) return reply_status(res, request.status(), perr);

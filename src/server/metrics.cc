@@ -177,6 +177,26 @@ void ServerMetrics::count_cache_store() {
   ++cache_.stores;
 }
 
+void ServerMetrics::record_embedding(bool api, int64_t num_inputs, int64_t num_tokens,
+                                     double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (api) {
+    ++embedding_.requests;
+    embedding_.inputs += num_inputs;
+    embedding_.tokens += num_tokens;
+    embedding_.seconds += seconds;
+  } else {
+    embedding_.cache_keys += num_inputs;
+    embedding_.cache_tokens += num_tokens;
+    embedding_.cache_seconds += seconds;
+  }
+}
+
+ServerMetrics::EmbeddingCounters ServerMetrics::embedding_counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return embedding_;
+}
+
 ServerMetrics::CacheCounters ServerMetrics::cache_counters() const {
   std::lock_guard<std::mutex> lock(mu_);
   return cache_;

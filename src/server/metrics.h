@@ -113,12 +113,27 @@ struct ServerMetrics {
   Histogram cache_hit_similarity;
   Histogram cache_miss_similarity;  // the closest candidate of semantic misses (near misses)
 
+  // Embeddings: a /v1/embeddings request's inputs and tokens (`api`), or a response-cache key
+  // embedded (`cache`), and the seconds the embedding model ran.
+  void record_embedding(bool api, int64_t num_inputs, int64_t num_tokens, double seconds);
+  struct EmbeddingCounters {
+    int64_t requests = 0;  // /v1/embeddings requests answered
+    int64_t inputs = 0;
+    int64_t tokens = 0;
+    double seconds = 0.0;
+    int64_t cache_keys = 0;  // response-cache keys embedded
+    int64_t cache_tokens = 0;
+    double cache_seconds = 0.0;
+  };
+  EmbeddingCounters embedding_counters() const;
+
  private:
   mutable std::mutex mu_;
   std::map<std::string, int64_t> finished_;
   std::map<int, int64_t> http_errors_;
   std::map<std::string, int64_t> kv_tokens_evicted_;
   CacheCounters cache_;
+  EmbeddingCounters embedding_;
 };
 
 }  // namespace kvserve

@@ -24,8 +24,25 @@ constexpr size_t kLargeBodyBytes = 1 << 20;
 
 OpenAiServer::OpenAiServer(ServerOptions options, Engine* engine, const Tokenizer* tokenizer)
     : options_(std::move(options)), engine_(engine), tokenizer_(tokenizer) {
-  KV_CHECK(engine_ != nullptr && tokenizer_ != nullptr);
-  max_in_flight_ = engine_->scheduler_config().max_num_seqs + std::max<int64_t>(0, options_.max_queue_len);
+  KV_CHECK(tokenizer_ != nullptr && (engine_ != nullptr || options_.embedder != nullptr));
+  // Embeddings-only: one request embeds at a time (the Embedder's lock); the rest queue.
+  const int64_t running = engine_ != nullptr ? engine_->scheduler_config().max_num_seqs : 1;
+  max_in_flight_ = running + std::max<int64_t>(0, options_.max_queue_len);
+  if (options_.embedder != nullptr && options_.response_cache.cache != nullptr &&
+      !options_.response_cache.embed) {
+    // Cache keys are conversations: keep their most recent tokens when they are too long.
+    options_.response_cache.embed = [this](std::string_view text) -> StatusOr<std::vector<float>> {
+      const auto start = std::chrono::steady_clock::now();
+      auto ids = options_.embedder->Tokenize(text, EmbedTruncation::kKeepEnd);
+      if (!ids.ok()) return ids.status();
+      const auto num_tokens = static_cast<int64_t>(ids->size());
+      auto out = options_.embedder->Embed({*std::move(ids)});
+      if (!out.ok()) return out.status();
+      metrics_.record_embedding(/*api=*/false, 1, num_tokens,
+                                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      return std::move(out->front());
+    };
+  }
   created_unix_ = openai::UnixNow();
   http::HttpServerOptions ho = options_.http;
   // One handler thread per request that may be in flight, plus a few for quick answers (503s,
@@ -79,13 +96,20 @@ bool OpenAiServer::try_admit(int64_t n, std::string* why) {
   }
   if (in_flight_.load() + n > max_in_flight_) {
     *why = "the server is at capacity: " + std::to_string(in_flight_.load()) +
-           " requests are running or queued (--max-num-seqs " +
-           std::to_string(engine_->scheduler_config().max_num_seqs) + " + --max-queue-len " +
-           std::to_string(options_.max_queue_len) + "); retry later";
+           " requests are running or queued (" +
+           (engine_ != nullptr
+                ? "--max-num-seqs " + std::to_string(engine_->scheduler_config().max_num_seqs)
+                : std::string("1 embedding at a time")) +
+           " + --max-queue-len " + std::to_string(options_.max_queue_len) + "); retry later";
     return false;
   }
   in_flight_ += n;
   return true;
+}
+
+int64_t OpenAiServer::max_model_len() const {
+  return engine_ != nullptr ? engine_->scheduler_config().max_model_len
+                            : options_.embedder->max_tokens();
 }
 
 void OpenAiServer::release(int64_t n) {
@@ -171,6 +195,9 @@ void OpenAiServer::install_routes() {
   });
   route("POST", "/v1/chat/completions", [this](const Request& req, Response& res, Writer& w) {
     handle_generate(req, res, w, /*chat=*/true);
+  });
+  route("POST", "/v1/embeddings", [this](const Request& req, Response& res, Writer&) {
+    if (authorized(req, res)) handle_embeddings(req, res);
   });
   route("GET", "/v1/models", [this](const Request& req, Response& res, Writer&) {
     if (authorized(req, res)) handle_models(res);

@@ -1,9 +1,11 @@
 // OpenAiServer: the HTTP front end of `kvserve serve`. OpenAI-compatible endpoints
-// (/v1/completions, /v1/chat/completions, /v1/models), vLLM's extras (/tokenize, /detokenize,
+// (/v1/completions, /v1/chat/completions, /v1/embeddings, /v1/models), vLLM's extras (/tokenize, /detokenize,
 // /health) and Prometheus /metrics, on the event-driven HTTP layer of src/http (slow and idle
 // connections cost no thread; framing limits, deadlines and a connection cap there); every
 // generation request becomes one engine request per choice (n), streamed back as server-sent
-// events or gathered.
+// events or gathered. /v1/embeddings runs on the handler thread through the Embedder (its own
+// thread pool, one request at a time); a server with an embedder and no engine serves
+// embeddings only (`kvserve serve --model EMBEDDER.gguf`).
 //
 // Robustness: bad input gets an OpenAI error object (400; 401 for a missing or wrong API key;
 // 503 when the queue is full or the server is shutting down); a client that disconnects
@@ -27,6 +29,7 @@
 #include "grammar/grammar_cache.h"
 #include "http/http_server.h"
 #include "kv/kv_storage.h"
+#include "runtime/embedder.h"
 #include "runtime/engine.h"
 #include "server/generate_request.h"
 #include "server/metrics.h"
@@ -64,8 +67,13 @@ struct ServerOptions {
   // Tool calls and reasoning: the parser for tool_choice "auto" (null: refused), the
   // reasoning split, the id style of forced calls.
   ChatOutputConfig chat_output;
-  // The response cache in front of the engine (tier 1; --semantic-cache); off by default.
+  // The response cache in front of the engine (tier 1; --semantic-cache); off by default. With
+  // an embedder and no response_cache.embed, keys are embedded by the embedder (semantic hits).
   ResponseCacheConfig response_cache;
+  // The embedding model behind /v1/embeddings (--embedding-model, or --model EMBEDDER) and its
+  // API name; null: /v1/embeddings answers 404.
+  std::shared_ptr<const Embedder> embedder;
+  std::string embedding_model_name;
   KvCacheInfo kv;
   KvEvictionPolicy kv_policy;        // the default of requests without "kv_policy"
   // The kernels' instruction-set level in use and the best this CPU has (kernels::SimdLevelName,
@@ -75,6 +83,8 @@ struct ServerOptions {
 };
 
 // Owns the HTTP server and its metrics; borrows the engine and the tokenizer (must outlive it).
+// The engine may be null when options.embedder is set: an embeddings-only server (the
+// generation routes answer 400; /tokenize uses the embedder's tokenizer, passed as `tokenizer`).
 // Bind() then Run() (blocks) on one thread; Shutdown() from any other thread (e.g. a signal
 // watcher). Handlers run on the HTTP thread pool and talk to the engine only through its
 // thread-safe submit/abort/stats.
@@ -111,6 +121,8 @@ class OpenAiServer {
   using Writer = http::ResponseWriter;
 
   void install_routes();
+  // The generator's max_model_len, else the embedder's max_tokens.
+  int64_t max_model_len() const;
   bool authorized(const Request& req, Response& res);
   void reply_error(Response& res, int status, const std::string& message,
                    const std::string& param = "", const std::string& code = "");
@@ -135,6 +147,8 @@ class OpenAiServer {
   // as one body or replayed as SSE chunks.
   void respond_from_cache(const GenerateRequest& request, const semcache::LookupResult& hit,
                           Response& res, Writer& writer);
+  // POST /v1/embeddings (embeddings_handler.cc).
+  void handle_embeddings(const Request& req, Response& res);
   void handle_tokenize(const Request& req, Response& res);
   void handle_detokenize(const Request& req, Response& res);
   void handle_models(Response& res);

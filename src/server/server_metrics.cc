@@ -9,7 +9,8 @@
 namespace kvserve {
 
 std::string OpenAiServer::RenderMetrics() const {
-  const EngineStats st = engine_->stats();
+  // Embeddings-only servers have no engine: its metrics read zero.
+  const EngineStats st = engine_ != nullptr ? engine_->stats() : EngineStats{};
   PrometheusWriter w("kvserve:");
   const KvCacheInfo& kv = options_.kv;
   w.single("num_requests_running", "gauge", "Requests in the running batch (holding KV blocks).",
@@ -203,6 +204,25 @@ std::string OpenAiServer::RenderMetrics() const {
     w.single("semantic_cache_expirations_total", "counter",
              "Entries dropped by the TTL (--semantic-cache-ttl).",
              static_cast<double>(cs.expirations));
+  }
+  if (options_.embedder != nullptr) {
+    const ServerMetrics::EmbeddingCounters ec = metrics_.embedding_counters();
+    w.single("embedding_requests_total", "counter", "/v1/embeddings requests answered.",
+             static_cast<double>(ec.requests));
+    w.single("embedding_inputs_total", "counter", "Inputs embedded for /v1/embeddings.",
+             static_cast<double>(ec.inputs));
+    w.single("embedding_prompt_tokens_total", "counter",
+             "Tokens embedded for /v1/embeddings ([CLS] and [SEP] included).",
+             static_cast<double>(ec.tokens));
+    w.single("embedding_seconds_total", "counter",
+             "Seconds the embedding model ran for /v1/embeddings.", ec.seconds);
+    w.single("semantic_cache_embeddings_total", "counter",
+             "Response-cache keys embedded for semantic lookups.",
+             static_cast<double>(ec.cache_keys));
+    w.single("semantic_cache_embedding_tokens_total", "counter",
+             "Tokens of the response-cache keys embedded.", static_cast<double>(ec.cache_tokens));
+    w.single("semantic_cache_embedding_seconds_total", "counter",
+             "Seconds the embedding model ran for response-cache keys.", ec.cache_seconds);
   }
   w.single("structured_output_tokens_total", "counter",
            "Tokens sampled under a structured-output grammar (response_format, guided_*, "

@@ -88,12 +88,28 @@ struct ServerConfig {
   double shutdown_timeout_s = 30.0;
   int64_t max_body_bytes = 32 << 20;
   ResponseCacheConfig response_cache;  // off unless a test sets a cache
+  std::shared_ptr<const Embedder> embedder;  // /v1/embeddings (and semantic cache keys)
+  bool embeddings_only = false;              // no engine: the embedder alone
 };
 
 class ServerTest : public ::testing::Test {
  protected:
   void Start(ServerConfig c = {}) {
     Model& m = GetModel();
+    ServerOptions so;
+    so.http.port = 0;
+    so.http.max_body_bytes = c.max_body_bytes;
+    so.api_key = c.api_key;
+    so.max_queue_len = c.max_queue_len;
+    so.shutdown_timeout_s = c.shutdown_timeout_s;
+    so.embedder = c.embedder;
+    so.embedding_model_name = "embedder-test";
+    so.response_cache = c.response_cache;
+    if (c.embeddings_only) {
+      server_ = std::make_unique<OpenAiServer>(so, nullptr, &c.embedder->tokenizer());
+      Serve();
+      return;
+    }
     cache_.spec = m.model->kv_spec(DType::kF32, 16);
     cache_.max_model_len = 2048;
     cache_.storage = std::move(KvStorage::Create(cache_.spec, c.num_blocks)).value();
@@ -105,13 +121,7 @@ class ServerTest : public ::testing::Test {
     eo.scheduler.max_num_batched_tokens = 512;
     eo.scheduler.model_namespace = "tiny";
     engine_ = std::move(Engine::Create(eo, m.model.get(), &cache_, &pool_)).value();
-    ServerOptions so;
-    so.http.port = 0;
-    so.http.max_body_bytes = c.max_body_bytes;
     so.served_model_name = "tiny-test";
-    so.api_key = c.api_key;
-    so.max_queue_len = c.max_queue_len;
-    so.shutdown_timeout_s = c.shutdown_timeout_s;
     so.render_chat = RenderChatMl;
     so.simd_level = "avx2";  // serve.cc fills these from kernels::SimdLevelName()
     so.cpu_simd_level = "avx512";
@@ -119,8 +129,10 @@ class ServerTest : public ::testing::Test {
     so.kv.block_size = 16;
     so.kv.num_blocks = c.num_blocks;
     so.kv.bytes_per_token = cache_.spec.bytes_per_token();
-    so.response_cache = c.response_cache;
     server_ = std::make_unique<OpenAiServer>(so, engine_.get(), m.tokenizer.get());
+    Serve();
+  }
+  void Serve() {
     ASSERT_TRUE(server_->Bind().ok());
     thread_ = std::thread([this] { EXPECT_TRUE(server_->Run().ok()); });
     client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
@@ -130,7 +142,7 @@ class ServerTest : public ::testing::Test {
     if (server_ != nullptr) {
       server_->Shutdown();
       thread_.join();
-      ExpectAllBlocksBack();
+      if (engine_ != nullptr) ExpectAllBlocksBack();
     }
   }
   // engine_->wait_until_idle() after polling the stats with a deadline, so that requests the

@@ -11,12 +11,24 @@ using openai::Json;
 
 void OpenAiServer::handle_models(Response& res) {
   Json data = Json::array();
-  data.push_back({{"id", options_.served_model_name},
-                  {"object", "model"},
-                  {"created", created_unix_},
-                  {"owned_by", "kvserve"},
-                  {"root", options_.served_model_name},
-                  {"max_model_len", engine_->scheduler_config().max_model_len}});
+  if (engine_ != nullptr) {
+    data.push_back({{"id", options_.served_model_name},
+                    {"object", "model"},
+                    {"created", created_unix_},
+                    {"owned_by", "kvserve"},
+                    {"root", options_.served_model_name},
+                    {"max_model_len", engine_->scheduler_config().max_model_len}});
+  }
+  if (options_.embedder != nullptr) {
+    data.push_back({{"id", options_.embedding_model_name},
+                    {"object", "model"},
+                    {"created", created_unix_},
+                    {"owned_by", "kvserve"},
+                    {"root", options_.embedding_model_name},
+                    {"max_model_len", options_.embedder->max_tokens()},
+                    {"dimensions", options_.embedder->dim()},
+                    {"task", "embed"}});
+  }
   res.content_type = "application/json";
   res.body = openai::Dump(Json{{"object", "list"}, {"data", data}});
 }
@@ -58,7 +70,7 @@ void OpenAiServer::handle_tokenize(const Request& req, Response& res) {
   for (TokenId t : ids) tokens.push_back(t);
   res.content_type = "application/json";
   res.body = openai::Dump(Json{{"count", ids.size()},
-                               {"max_model_len", engine_->scheduler_config().max_model_len},
+                               {"max_model_len", max_model_len()},
                                {"tokens", tokens}});
 }
 

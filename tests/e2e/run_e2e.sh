@@ -4,7 +4,10 @@
 #   2. `curl -N` streaming (SSE lines, [DONE]) and a curl error case;
 #   3. SIGTERM while a stream is in flight: the stream completes, the server exits 0;
 #   4. structured outputs and tool calls (tests/e2e/structured_output_test.mjs, outputs checked
-#      with ajv) on a second server with --enable-auto-tool-choice and a Qwen3 chat template.
+#      with ajv) on a second server with --enable-auto-tool-choice and a Qwen3 chat template;
+#   5. /v1/embeddings through the openai package's embeddings.create
+#      (tests/e2e/embeddings_test.mjs) on a third server with --embedding-model (an mkmodel
+#      all-minilm-l6-v2) and --semantic-cache, and on a fourth that serves that model alone.
 # Usage: run_e2e.sh KVSERVE_BINARY WORK_DIR
 # The openai package is installed by scripts/setup_e2e.sh into tests/e2e/node_modules; when it
 # is missing the test fails (set KVSERVE_SKIP_E2E=1 to skip instead, exit 77, except under
@@ -128,6 +131,29 @@ grep -q "tool_choice auto: hermes parser (from the chat template)" "$LOG" ||
 if ! KVSERVE_BASE_URL="$BASE" KVSERVE_API_KEY="$KEY" KVSERVE_MODEL="$MODEL" \
     node --test --test-reporter=spec "$HERE/structured_output_test.mjs"; then
   echo "FAIL: structured output suite"; tail -20 "$LOG"; exit 1
+fi
+stop_server_expect_0
+
+echo "== embeddings (openai embeddings.create)"
+EMBEDDER="$WORK/all-minilm-l6-v2-f16.gguf"
+"$BIN" mkmodel --preset all-minilm-l6-v2 --dtype f16 -o "$EMBEDDER" >"$WORK/mkmodel.log" 2>&1 ||
+  { echo "FAIL: mkmodel all-minilm-l6-v2"; cat "$WORK/mkmodel.log"; exit 1; }
+EMBEDDING_MODEL="e2e-embedder"
+start_server --embedding-model "$EMBEDDER" --embedding-model-name "$EMBEDDING_MODEL" --semantic-cache
+grep -q "embedding model '$EMBEDDING_MODEL' (/v1/embeddings): 384 dims, mean pooling" "$LOG" ||
+  { echo "FAIL: the embedding model is not in the banner"; cat "$LOG"; exit 1; }
+grep -q "and similar requests (cosine >= 0.96 by '$EMBEDDING_MODEL')" "$LOG" ||
+  { echo "FAIL: the semantic cache does not name its embedding model"; cat "$LOG"; exit 1; }
+if ! KVSERVE_BASE_URL="$BASE" KVSERVE_API_KEY="$KEY" KVSERVE_MODEL="$MODEL"     KVSERVE_EMBEDDING_MODEL="$EMBEDDING_MODEL" node --test --test-reporter=spec "$HERE/embeddings_test.mjs"; then
+  echo "FAIL: embeddings suite (beside a generator)"; tail -20 "$LOG"; exit 1
+fi
+stop_server_expect_0
+start_server --model "$EMBEDDER"
+MODEL_ALONE="$MODEL"  # --served-model-name names the embedding model when it is served alone
+grep -q "embedding model '$MODEL_ALONE' (/v1/embeddings only)" "$LOG" ||
+  { echo "FAIL: no embeddings-only banner"; cat "$LOG"; exit 1; }
+if ! KVSERVE_BASE_URL="$BASE" KVSERVE_API_KEY="$KEY" KVSERVE_MODEL="$MODEL"     KVSERVE_EMBEDDING_MODEL="$MODEL_ALONE" KVSERVE_EMBEDDINGS_ONLY=1     node --test --test-reporter=spec "$HERE/embeddings_test.mjs"; then
+  echo "FAIL: embeddings suite (embedding model alone)"; tail -20 "$LOG"; exit 1
 fi
 stop_server_expect_0
 echo "PASS"
