@@ -29,7 +29,7 @@ ALLOWED = {
     "chat": {"model", "tokenizer", "base"},
     "toolcall": {"base"},
     "grammar": {"base"},
-    "semcache": {"base"},
+    "semcache": {"kernels", "base"},
     "http": {"base"},
     "server": {"http", "runtime", "grammar", "toolcall", "semcache", "model", "kv", "sampling", "tokenizer",
                "tensor", "base"},

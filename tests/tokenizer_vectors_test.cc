@@ -20,6 +20,7 @@
 #include "base/testing/test_dependency.h"
 #include "model/gguf.h"
 #include "model/gguf_vocab.h"
+#include "tokenizer/hf_tokenizer_json.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvserve {
@@ -334,6 +335,45 @@ TEST(GgufModelVocab, Llama2TinyRandomMatchesLlamaSpmVectors) {
   EXPECT_EQ(CheckVectors(*tok, v, "llama-2-tiny-random"), v.inputs.size());
   EXPECT_EQ(tok->bos_id(), 1);
   EXPECT_TRUE(tok->IsEndOfGeneration(2));
+}
+
+}  // namespace
+}  // namespace kvserve
+
+namespace kvserve {
+namespace {
+
+// The all-MiniLM-L6-v2 Hugging Face tokenizer (tokenizer.json's WordPiece model, and the
+// older vocab.txt) converts to the vocabulary llama.cpp's converter wrote into
+// ggml-vocab-bert-bge.gguf (the same bert-base-uncased pieces) and encodes its vectors.
+TEST(HfWordPiece, AllMiniLmTokenizerEncodesLikeTheBertBgeVectors) {
+  const std::string dir = kTokenizerDir + "/all-MiniLM-L6-v2";
+  Vectors v;
+  std::ifstream probe(dir + "/tokenizer.json");
+  KVSERVE_SKIP_IF_ABSENT(probe && LoadVectors(VocabPath("bert-bge"), &v),
+                         dir << " and the bert-bge vectors under " << kTokenizerDir);
+  auto gguf = GgufFile::Open(VocabPath("bert-bge"));
+  ASSERT_TRUE(gguf.ok());
+  auto want = VocabSpecFromGguf(**gguf);
+  ASSERT_TRUE(want.ok());
+  for (const char* file : {"tokenizer.json", "vocab.txt"}) {
+    SCOPED_TRACE(file);
+    const std::string path = dir + "/" + file;
+    auto spec = std::string(file) == "vocab.txt" ? LoadHfWordPieceVocabTxt(path)
+                                                 : LoadHfTokenizerJson(path);
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+    EXPECT_EQ(spec->model, VocabSpec::Model::kWpm);
+    EXPECT_EQ(spec->tokens, want->tokens);
+    EXPECT_EQ(spec->cls_id, 101);
+    EXPECT_EQ(spec->sep_id, 102);
+    EXPECT_EQ(spec->unk_id, 100);
+    auto tok = Tokenizer::Create(std::move(*spec));
+    ASSERT_TRUE(tok.ok());
+    EXPECT_EQ(CheckVectors(**tok, v, file), v.inputs.size());
+    const std::vector<TokenId> ids =
+        (*tok)->Encode("Hello world", EncodeOptions{.add_bos = true, .parse_special = false});
+    EXPECT_EQ(ids, (std::vector<TokenId>{101, 7592, 2088, 102}));
+  }
 }
 
 }  // namespace

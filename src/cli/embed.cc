@@ -118,9 +118,11 @@ int RunEmbed(const EmbedOptions& o) {
 void AddEmbedCommand(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<EmbedOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "embed", "Embeddings of texts with a BERT-family model (GGUF architecture bert: "
+      "embed", "Embeddings of texts with a BERT-family model (GGUF architecture bert or a Hugging Face BertModel folder: "
                "all-MiniLM, bge, e5, gte), as llama.cpp computes them");
-  cmd->add_option("-m,--model", o->model_path, "GGUF file of a bert model")->required();
+  cmd->add_option("-m,--model", o->model_path,
+                  "A bert model: GGUF file or Hugging Face BertModel folder")
+      ->required();
   cmd->add_option("--tokenizer", o->tokenizer_path, "Tokenizer file overriding the model's");
   cmd->add_option("--text", o->texts, "A text to embed (repeatable)");
   cmd->add_option("--texts-file", o->texts_file, "A file with one text per line");

@@ -106,6 +106,10 @@ void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
 // In-place numerically stable softmax over n values.
 void Softmax(float* x, int64_t n);
 
+// sum_i a[i] * b[i], float accumulation (SIMD lanes sum in another order than the scalar
+// loop: results differ by rounding). Used by the response cache's vector index.
+float Dot(const float* a, const float* b, int64_t n);
+
 // out[0..dim) = row `token` of `table` ([vocab, dim], any weight dtype), as float.
 void EmbeddingLookup(const Tensor& table, int64_t token, float* out);
 

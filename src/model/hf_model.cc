@@ -1,6 +1,8 @@
 // LoadHfModel: a Hugging Face model folder (config.json, model.safetensors or a sharded
 // model.safetensors.index.json, tokenizer.json, tokenizer_config.json) for LlamaForCausalLM,
-// MistralForCausalLM, Qwen2ForCausalLM and DeepseekV2ForCausalLM / DeepseekV3ForCausalLM.
+// MistralForCausalLM, Qwen2ForCausalLM and DeepseekV2ForCausalLM / DeepseekV3ForCausalLM; and
+// BERT encoders (BertModel: all-MiniLM, bge, e5, gte) as sentence-transformers saves them:
+// pooling from modules.json's Pooling module, WordPiece from tokenizer.json or vocab.txt.
 // Tensors are renamed to the GGUF names and kept as views of the mapped files (norms and biases
 // are copied to f32), except DeepSeek's routed experts: HF stores one tensor per expert, the
 // model one [experts, rows, cols] tensor per layer, so those are stacked into memory at load
@@ -21,6 +23,7 @@
 #include "model/model_tensors.h"
 #include "model/safetensors.h"
 #include "model/vocab_source.h"
+#include "tokenizer/hf_tokenizer_json.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvserve {
@@ -31,6 +34,33 @@ using nlohmann::json;
 bool FileExists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// GGUF name -> HF BertModel name (sentence-transformers' layout; BertFor* classes add "bert.").
+std::string HfBertName(const std::string& gguf) {
+  if (gguf == "token_embd.weight") return "embeddings.word_embeddings.weight";
+  if (gguf == "token_types.weight") return "embeddings.token_type_embeddings.weight";
+  if (gguf == "position_embd.weight") return "embeddings.position_embeddings.weight";
+  if (gguf.starts_with("token_embd_norm.")) return "embeddings.LayerNorm." + gguf.substr(16);
+  const size_t dot = gguf.find('.', 4);
+  const std::string layer = gguf.substr(4, dot - 4);
+  const std::string part = gguf.substr(dot + 1);  // "attn_q.weight"
+  const size_t pdot = part.find('.');
+  const std::string module = part.substr(0, pdot), kind = part.substr(pdot + 1);
+  static const std::pair<const char*, const char*> kModules[] = {
+      {"attn_q", "attention.self.query"},
+      {"attn_k", "attention.self.key"},
+      {"attn_v", "attention.self.value"},
+      {"attn_output", "attention.output.dense"},
+      {"attn_output_norm", "attention.output.LayerNorm"},
+      {"ffn_up", "intermediate.dense"},
+      {"ffn_down", "output.dense"},
+      {"layer_output_norm", "output.LayerNorm"},
+  };
+  for (const auto& [g, h] : kModules) {
+    if (module == g) return "encoder.layer." + layer + "." + h + "." + kind;
+  }
+  return gguf;
 }
 
 // GGUF name -> HF name, for the tensors ExpectedModelTensors lists.
@@ -195,13 +225,57 @@ Status ApplyTokenizerConfig(const json& tc, LoadedModel* model) {
   return OkStatus();
 }
 
+// sentence-transformers' pooling: modules.json names a Pooling module whose folder holds a
+// config.json with pooling_mode_* flags. A folder without one pools by mean (with a warning).
+StatusOr<PoolingType> HfPooling(const std::string& dir) {
+  if (!FileExists(dir + "/modules.json")) {
+    KV_LOG(WARNING) << "no modules.json (sentence-transformers): mean pooling";
+    return PoolingType::kMean;
+  }
+  StatusOr<json> modules = ReadJsonFile(dir + "/modules.json");
+  if (!modules.ok()) return modules.status();
+  if (!modules->is_array()) return InvalidArgumentError("modules.json is not an array");
+  for (const json& m : *modules) {
+    if (!m.is_object() || !m.value("type", std::string()).ends_with("models.Pooling")) continue;
+    const std::string path = m.value("path", std::string());
+    if (path.empty() || path.find("..") != std::string::npos || path.front() == '/') {
+      return InvalidArgumentError("modules.json: the Pooling module's path '" + path +
+                                  "' is not a folder inside the model");
+    }
+    StatusOr<json> pc = ReadJsonFile(dir + "/" + path + "/config.json");
+    if (!pc.ok()) return pc.status();
+    if (!pc->is_object()) return InvalidArgumentError(path + "/config.json is not an object");
+    if (pc->value("pooling_mode_cls_token", false)) return PoolingType::kCls;
+    if (pc->value("pooling_mode_mean_tokens", false)) return PoolingType::kMean;
+    if (pc->value("pooling_mode_lasttoken", false)) return PoolingType::kLast;
+    return UnimplementedError(path + "/config.json: a pooling mode other than cls, mean or "
+                              "lasttoken (max, mean_sqrt_len, weightedmean) is not supported");
+  }
+  KV_LOG(WARNING) << "modules.json has no Pooling module: mean pooling";
+  return PoolingType::kMean;
+}
+
 // The loader's ModelConfig from a config.json's description: a supported architecture, the
 // loader's defaults, and what it cannot run refused or limited.
 StatusOr<ModelConfig> LoaderConfig(const ModelDescription& d) {
   const std::string& arch_name =
       d.hf_architecture.empty() ? d.config.architecture : d.hf_architecture;
   ModelConfig c = d.config;
-  if (arch_name == "LlamaForCausalLM" || arch_name == "llama") {
+  if (arch_name == "BertModel" || arch_name == "bert") {
+    c.architecture = "bert";
+    // llama.cpp's bert graph: tanh-approximated GELU, absolute positions.
+    if (!d.hidden_act.empty() && d.hidden_act != "gelu" && d.hidden_act != "gelu_new" &&
+        d.hidden_act != "gelu_pytorch_tanh") {
+      return UnimplementedError("config.json: hidden_act '" + d.hidden_act +
+                                "' (supported: gelu, gelu_new, gelu_pytorch_tanh)");
+    }
+    if (!d.position_embedding_type.empty() && d.position_embedding_type != "absolute") {
+      return UnimplementedError("config.json: position_embedding_type '" +
+                                d.position_embedding_type + "' (supported: absolute)");
+    }
+    if (c.max_seq_len == 0) c.max_seq_len = 512;
+    return c;
+  } else if (arch_name == "LlamaForCausalLM" || arch_name == "llama") {
     c.architecture = "llama";
   } else if (arch_name == "MistralForCausalLM" || arch_name == "mistral") {
     c.architecture = "mistral";
@@ -222,7 +296,8 @@ StatusOr<ModelConfig> LoaderConfig(const ModelDescription& d) {
   } else {
     return UnimplementedError("unsupported Hugging Face architecture '" + arch_name +
                               "' (supported: LlamaForCausalLM, MistralForCausalLM, "
-                              "Qwen2ForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM)");
+                              "Qwen2ForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, "
+                              "BertModel)");
   }
   if (c.max_seq_len == 0) c.max_seq_len = 2048;  // transformers' default
   c.qkv_bias = c.qkv_bias || c.architecture == "qwen2";
@@ -308,14 +383,35 @@ StatusOr<LoadedModel> LoadHfModel(const std::string& dir, const LoadOptions& opt
         "no model.safetensors or model.safetensors.index.json (PyTorch .bin checkpoints are "
         "not supported)"));
   }
+  const bool encoder = c.is_encoder();
+  if (encoder) {
+    StatusOr<PoolingType> pooling = HfPooling(dir);
+    if (!pooling.ok()) return fail(pooling.status());
+    c.pooling = *pooling;
+  }
   auto lookup = [&](const std::string& gguf_name) -> StatusOr<Tensor> {
+    if (encoder) {
+      // BertModel's names; BertFor* checkpoints prefix "bert."; old ones name LayerNorm's
+      // weight and bias gamma and beta.
+      std::string hf = HfBertName(gguf_name);
+      std::vector<std::string> names = {hf, "bert." + hf};
+      if (hf.find("LayerNorm.") != std::string::npos) {
+        std::string old = hf.substr(0, hf.rfind('.') + 1) + (hf.ends_with(".weight") ? "gamma" : "beta");
+        names.push_back(old);
+        names.push_back("bert." + old);
+      }
+      for (const std::string& n : names) {
+        if (auto it = by_tensor.find(n); it != by_tensor.end()) return it->second->tensor(n);
+      }
+      return NotFoundError("tensor " + hf + " is missing");
+    }
     if (gguf_name.ends_with("_exps.weight")) return StackExperts(gguf_name, c, by_tensor);
     const std::string hf = HfName(gguf_name);
     auto it = by_tensor.find(hf);
     if (it == by_tensor.end()) return NotFoundError("tensor " + hf + " is missing");
     return it->second->tensor(hf);
   };
-  if (!c.tied_embeddings && by_tensor.count("lm_head.weight") == 0) {
+  if (!encoder && !c.tied_embeddings && by_tensor.count("lm_head.weight") == 0) {
     KV_LOG(WARNING) << "no lm_head.weight: using the tied token embeddings for the output";
     c.tied_embeddings = true;
   }
@@ -325,7 +421,7 @@ StatusOr<LoadedModel> LoadHfModel(const std::string& dir, const LoadOptions& opt
                                      " are not supported"));
     }
   }
-  if (c.vocab_size <= 0) {
+  if (c.vocab_size <= 0 && !encoder) {
     if (auto it = by_tensor.find("model.embed_tokens.weight"); it != by_tensor.end()) {
       const SafetensorsTensorInfo* info = it->second->FindTensor("model.embed_tokens.weight");
       if (info && info->shape.size() == 2) c.vocab_size = info->shape[0];
@@ -343,6 +439,10 @@ StatusOr<LoadedModel> LoadHfModel(const std::string& dir, const LoadOptions& opt
     model.vocab = std::move(*v);
   } else if (FileExists(dir + "/tokenizer.json")) {
     StatusOr<VocabSpec> v = LoadHfTokenizerJson(dir + "/tokenizer.json");
+    if (!v.ok()) return fail(v.status());
+    model.vocab = std::move(*v);
+  } else if (encoder && FileExists(dir + "/vocab.txt")) {
+    StatusOr<VocabSpec> v = LoadHfWordPieceVocabTxt(dir + "/vocab.txt");
     if (!v.ok()) return fail(v.status());
     model.vocab = std::move(*v);
   }

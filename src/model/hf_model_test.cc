@@ -2,6 +2,8 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -202,6 +204,100 @@ TEST_F(HfModelTest, MissingTensorIsNamed) {
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("model.layers.1.mlp.up_proj.weight"), std::string::npos)
       << m.status().ToString();
+}
+
+}  // namespace
+}  // namespace kvserve
+
+namespace kvserve {
+namespace {
+
+LoadedModel SyntheticBert(uint64_t seed) {
+  SyntheticModelOptions o;
+  o.preset = "bert-tiny";
+  o.seed = seed;
+  auto m = MakeSyntheticModel(o);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return std::move(m).value();
+}
+
+// An HF BertModel folder loads as the bert model it was written from: the same tensors under
+// GGUF names, the same WordPiece vocabulary (from vocab.txt), the pooling of modules.json.
+TEST_F(HfModelTest, BertModelFolderLoadsLikeTheModelItWasWrittenFrom) {
+  const LoadedModel want = SyntheticBert(4);
+  for (const auto& [pooling, prefix, old_names] :
+       {std::tuple{PoolingType::kCls, std::string(), false},
+        std::tuple{PoolingType::kMean, std::string("bert."), true}}) {
+    SCOPED_TRACE(prefix + PoolingTypeName(pooling));
+    fs::remove_all(dir_);
+    testing::HfBertOptions ho;
+    ho.pooling = pooling;
+    ho.prefix = prefix;
+    ho.old_layer_norm_names = old_names;
+    testing::WriteHfBertFolder(dir(), want, ho);
+    auto got = LoadModel(dir());
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->format, "hf");
+    EXPECT_TRUE(got->config.is_encoder());
+    EXPECT_FALSE(got->config.causal);
+    EXPECT_EQ(got->config.pooling, pooling);
+    EXPECT_EQ(got->config.token_type_count, 2);
+    EXPECT_FLOAT_EQ(got->config.norm_eps, want.config.norm_eps);
+    EXPECT_EQ(got->config.max_seq_len, want.config.max_seq_len);
+    ASSERT_EQ(got->tensors.size(), want.tensors.size());
+    for (const auto& [name, t] : want.tensors) {
+      auto g = got->Get(name);
+      ASSERT_TRUE(g.ok()) << name;
+      ASSERT_EQ(g->shape, t.shape) << name;
+      std::vector<float> a(static_cast<size_t>(t.cols())), b(a.size());
+      for (int64_t r = 0; r < t.rows(); r += std::max<int64_t>(1, t.rows() / 7)) {
+        DequantizeRow(t.dtype, t.row(r), a.data(), t.cols());
+        DequantizeRow(g->dtype, g->row(r), b.data(), t.cols());
+        ASSERT_EQ(a, b) << name << " row " << r;
+      }
+    }
+    ASSERT_TRUE(got->vocab.has_value());
+    EXPECT_EQ(got->vocab->tokens, want.vocab->tokens);
+    auto a = Tokenizer::Create(*want.vocab);
+    auto b = Tokenizer::Create(*got->vocab);
+    ASSERT_TRUE(a.ok() && b.ok());
+    const EncodeOptions eo{.add_bos = true, .parse_special = false};
+    EXPECT_EQ((*b)->Encode("The refund window, for orders!", eo),
+              (*a)->Encode("The refund window, for orders!", eo));
+  }
+}
+
+TEST_F(HfModelTest, BertModelFolderErrors) {
+  const LoadedModel m = SyntheticBert(4);
+  testing::HfBertOptions ho;
+  ho.write_modules = false;  // no modules.json: mean pooling
+  testing::WriteHfBertFolder(dir(), m, ho);
+  auto mean = LoadModel(dir());
+  ASSERT_TRUE(mean.ok()) << mean.status().ToString();
+  EXPECT_EQ(mean->config.pooling, PoolingType::kMean);
+
+  testing::WriteTextFile(dir() + "/modules.json",
+                         R"([{"type": "sentence_transformers.models.Pooling", "path": "../x"}])");
+  EXPECT_FALSE(LoadModel(dir()).ok());
+  testing::WriteTextFile(dir() + "/modules.json",
+                         R"([{"type": "sentence_transformers.models.Pooling", "path": "p"}])");
+  fs::create_directories(dir_ / "p");
+  testing::WriteTextFile(dir() + "/p/config.json", R"({"pooling_mode_max_tokens": true})");
+  auto max = LoadModel(dir());
+  ASSERT_FALSE(max.ok());
+  EXPECT_NE(max.status().message().find("not supported"), std::string::npos);
+  fs::remove(dir_ / "modules.json");
+
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(dir() + "/config.json"));
+  cfg["hidden_act"] = "relu";
+  testing::WriteTextFile(dir() + "/config.json", cfg.dump());
+  auto relu = LoadModel(dir());
+  ASSERT_FALSE(relu.ok());
+  EXPECT_NE(relu.status().message().find("hidden_act 'relu'"), std::string::npos);
+  cfg["hidden_act"] = "gelu";
+  cfg["position_embedding_type"] = "relative_key";
+  testing::WriteTextFile(dir() + "/config.json", cfg.dump());
+  EXPECT_FALSE(LoadModel(dir()).ok());
 }
 
 }  // namespace

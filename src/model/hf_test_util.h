@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/model_loader.h"
 #include "model/safetensors.h"
 #include "model/synthetic.h"
 #include "tensor/tensor.h"
@@ -153,6 +154,94 @@ inline std::vector<std::pair<std::string, Tensor>> WriteTinyHfModel(const std::s
                   nlohmann::json({{"metadata", {{"total_size", 0}}}, {"weight_map", map}}).dump());
   }
   return tensors;
+}
+
+// A Hugging Face BertModel folder as sentence-transformers saves it, from a bert model with
+// GGUF names (e.g. a synthetic preset): config.json, model.safetensors under BertModel's own
+// names (with `prefix`, e.g. "bert." as BertFor* classes save), vocab.txt (Hugging Face's
+// "##" form of the WordPiece vocabulary), modules.json and 1_Pooling/config.json for `pooling`.
+struct HfBertOptions {
+  PoolingType pooling = PoolingType::kMean;
+  std::string prefix;           // "" or "bert."
+  bool old_layer_norm_names = false;  // LayerNorm.gamma / .beta
+  bool write_modules = true;    // false: no modules.json (the loader then pools by mean)
+};
+
+inline std::string HfBertTensorName(const std::string& gguf, const HfBertOptions& o) {
+  std::string hf;
+  const std::map<std::string, std::string> top = {
+      {"token_embd.weight", "embeddings.word_embeddings.weight"},
+      {"token_types.weight", "embeddings.token_type_embeddings.weight"},
+      {"position_embd.weight", "embeddings.position_embeddings.weight"},
+      {"token_embd_norm.weight", "embeddings.LayerNorm.weight"},
+      {"token_embd_norm.bias", "embeddings.LayerNorm.bias"}};
+  if (auto it = top.find(gguf); it != top.end()) {
+    hf = it->second;
+  } else {
+    const size_t dot = gguf.find('.', 4);
+    const std::string layer = gguf.substr(4, dot - 4), part = gguf.substr(dot + 1);
+    const std::map<std::string, std::string> parts = {
+        {"attn_q", "attention.self.query"},       {"attn_k", "attention.self.key"},
+        {"attn_v", "attention.self.value"},       {"attn_output", "attention.output.dense"},
+        {"attn_output_norm", "attention.output.LayerNorm"},
+        {"ffn_up", "intermediate.dense"},         {"ffn_down", "output.dense"},
+        {"layer_output_norm", "output.LayerNorm"}};
+    const std::string module = part.substr(0, part.find('.'));
+    hf = "encoder.layer." + layer + "." + parts.at(module) + part.substr(part.find('.'));
+  }
+  if (o.old_layer_norm_names && hf.find("LayerNorm.") != std::string::npos) {
+    hf = hf.substr(0, hf.rfind('.') + 1) + (hf.ends_with(".weight") ? "gamma" : "beta");
+  }
+  return o.prefix + hf;
+}
+
+inline void WriteHfBertFolder(const std::string& dir, const LoadedModel& m,
+                              const HfBertOptions& o = {}) {
+  ::mkdir(dir.c_str(), 0755);
+  const ModelConfig& c = m.config;
+  WriteTextFile(dir + "/config.json",
+                nlohmann::json({{"architectures", {"BertModel"}},
+                                {"model_type", "bert"},
+                                {"hidden_act", "gelu"},
+                                {"hidden_size", c.hidden_dim},
+                                {"intermediate_size", c.ffn_dim},
+                                {"num_hidden_layers", c.num_layers},
+                                {"num_attention_heads", c.num_heads},
+                                {"max_position_embeddings", c.max_seq_len},
+                                {"layer_norm_eps", c.norm_eps},
+                                {"type_vocab_size", c.token_type_count},
+                                {"position_embedding_type", "absolute"},
+                                {"vocab_size", c.vocab_size}})
+                    .dump(2));
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& [name, t] : m.tensors) tensors.emplace_back(HfBertTensorName(name, o), t);
+  (void)WriteSafetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
+  std::string vocab;
+  const std::string u = "\xE2\x96\x81";
+  for (const std::string& t : m.vocab->tokens) {
+    if (t.starts_with(u)) {
+      vocab += t.substr(u.size()) + "\n";
+    } else if (t.size() >= 2 && t.front() == '[' && t.back() == ']') {
+      vocab += t + "\n";
+    } else {
+      vocab += "##" + t + "\n";
+    }
+  }
+  WriteTextFile(dir + "/vocab.txt", vocab);
+  if (o.write_modules) {
+    WriteTextFile(dir + "/modules.json",
+                  R"([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                      {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+                      {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}])");
+    ::mkdir((dir + "/1_Pooling").c_str(), 0755);
+    WriteTextFile(dir + "/1_Pooling/config.json",
+                  nlohmann::json({{"word_embedding_dimension", c.hidden_dim},
+                                  {"pooling_mode_cls_token", o.pooling == PoolingType::kCls},
+                                  {"pooling_mode_mean_tokens", o.pooling == PoolingType::kMean},
+                                  {"pooling_mode_max_tokens", false},
+                                  {"pooling_mode_lasttoken", o.pooling == PoolingType::kLast}})
+                      .dump());
+  }
 }
 
 }  // namespace kvserve::testing

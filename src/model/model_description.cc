@@ -313,7 +313,15 @@ StatusOr<ModelDescription> DescribeHfConfig(const json& root) {
   KV_ASSIGN_OR_RETURN(c.vocab_size, IntInRange(j, "vocab_size", 0, kMaxVocab));
   KV_ASSIGN_OR_RETURN(c.max_seq_len, IntInRange(j, "max_position_embeddings", 0,
                                                 kMaxDescribedContextTokens));
-  KV_ASSIGN_OR_RETURN(const double eps, FloatField(j, "rms_norm_eps", 1e-6));
+  const bool bert = c.architecture == "bert" || d.hf_architecture == "BertModel";
+  KV_ASSIGN_OR_RETURN(const double eps, bert ? FloatField(j, "layer_norm_eps", 1e-12)
+                                             : FloatField(j, "rms_norm_eps", 1e-6));
+  if (bert) {  // an encoder: bidirectional, token types; pooling comes from modules.json
+    c.causal = false;
+    KV_ASSIGN_OR_RETURN(c.token_type_count, IntInRange(j, "type_vocab_size", 2, 1024));
+    d.hidden_act = StringField(j, "hidden_act");
+    d.position_embedding_type = StringField(j, "position_embedding_type");
+  }
   KV_ASSIGN_OR_RETURN(const double theta, FloatField(j, "rope_theta", 10000.0));
   c.norm_eps = static_cast<float>(eps);
   c.rope.theta = static_cast<float>(theta);

@@ -43,6 +43,11 @@ struct ModelDescription {
   int64_t shared_expert_ffn_dim = 0;  // Qwen MoE: one shared expert of this width
   int64_t moe_layer_freq = 1;
 
+  // BERT encoders (HF BertModel): config.json's hidden_act ("gelu", ...) and
+  // position_embedding_type ("absolute", ...), as stated ("" when absent).
+  std::string hidden_act;
+  std::string position_embedding_type;
+
   bool is_mla() const { return config.is_mla(); }
 };
 

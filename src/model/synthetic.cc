@@ -334,7 +334,7 @@ StatusOr<VocabSpec> MakeSyntheticWordPieceVocab(int64_t vocab_size) {
     spec.token_types.push_back(type);
   };
   add("[PAD]", TokenType::kControl);
-  for (int i = 1; i < 100; ++i) add(u + "[unused" + std::to_string(i - 1) + "]", TokenType::kNormal);
+  for (int i = 1; i < 100; ++i) add("[unused" + std::to_string(i - 1) + "]", TokenType::kNormal);
   add("[UNK]", TokenType::kControl);
   add("[CLS]", TokenType::kControl);
   add("[SEP]", TokenType::kControl);

@@ -59,8 +59,8 @@ StatusOr<LoadedModel> MakeSyntheticModel(
 StatusOr<VocabSpec> MakeSyntheticVocab(int64_t vocab_size, uint64_t seed);
 
 // A WordPiece vocabulary as llama.cpp stores BERT's (word-initial pieces with a U+2581 prefix,
-// continuations bare) for the encoder presets: [PAD] 0, [unusedN] 1..99, [UNK] 100, [CLS] 101,
-// [SEP] 102, [MASK] 103 (control tokens, as BERT's), then every lower-case letter, digit and
+// continuations bare, bracketed tokens as they are) for the encoder presets: [PAD] 0,
+// [unusedN] 1..99, [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103 (control tokens, as BERT's), then every lower-case letter, digit and
 // ASCII punctuation mark both word-initial and continuing (so ASCII text never needs [UNK]),
 // then common English words and deterministic filler pieces up to vocab_size (>= 300).
 StatusOr<VocabSpec> MakeSyntheticWordPieceVocab(int64_t vocab_size);

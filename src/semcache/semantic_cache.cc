@@ -9,9 +9,32 @@
 #include <utility>
 
 #include "base/check.h"
+#include "kernels/kernels.h"
 #include "semcache/text_match.h"
 
 namespace kvserve::semcache {
+
+namespace {
+
+// hnswlib's inner-product distance (1 - a.b) on the kernels' dot product, which picks AVX2 or
+// AVX-512 at run time: hnswlib picks its SIMD at compile time, which in this portable build
+// (no -march) means SSE. 384-value distances take about half the time.
+class DotProductSpace : public hnswlib::SpaceInterface<float> {
+ public:
+  explicit DotProductSpace(size_t dim) : dim_(dim) {}
+  size_t get_data_size() override { return dim_ * sizeof(float); }
+  hnswlib::DISTFUNC<float> get_dist_func() override { return &Distance; }
+  void* get_dist_func_param() override { return &dim_; }
+
+ private:
+  static float Distance(const void* a, const void* b, const void* dim) {
+    return 1.0f - kernels::Dot(static_cast<const float*>(a), static_cast<const float*>(b),
+                               static_cast<int64_t>(*static_cast<const size_t*>(dim)));
+  }
+  size_t dim_;
+};
+
+}  // namespace
 
 Hash128 HashText(std::string_view text) {
   const XXH128_hash_t h = XXH3_128bits(text.data(), text.size());
@@ -57,7 +80,7 @@ struct SemanticCache::Entry {
 struct SemanticCache::ScopeIndex {
   std::unordered_map<Hash128, std::list<Entry>::iterator, Hash128Hasher> exact;
   // Created with the scope's first embedded entry.
-  std::unique_ptr<hnswlib::InnerProductSpace> space;
+  std::unique_ptr<DotProductSpace> space;
   std::unique_ptr<hnswlib::HierarchicalNSW<float>> hnsw;
   std::vector<std::list<Entry>::iterator> slot_entry;  // occupied slots -> their entry
   std::vector<size_t> free_slots;                      // marked deleted, reusable
@@ -200,7 +223,7 @@ Status SemanticCache::Insert(const Hash128& scope, std::string_view key_text,
   if (!embedding.empty()) {
     try {
       if (s.hnsw == nullptr) {
-        s.space = std::make_unique<hnswlib::InnerProductSpace>(static_cast<size_t>(options_.dim));
+        s.space = std::make_unique<DotProductSpace>(static_cast<size_t>(options_.dim));
         s.hnsw = std::make_unique<hnswlib::HierarchicalNSW<float>>(
             s.space.get(), kInitialSlots, static_cast<size_t>(options_.hnsw_m),
             static_cast<size_t>(options_.hnsw_ef_construction));

@@ -246,13 +246,60 @@ Status ApplyPostProcessor(const Json& post, VocabSpec* spec) {
   return OkStatus();
 }
 
+// BERT's tokenizer.json: a WordPiece model, BertNormalizer, BertPreTokenizer, [CLS] $A [SEP].
+StatusOr<VocabSpec> ParseWordPieceTokenizerJson(const Json& root, const Json& model) {
+  const Json& normalizer = root.value("normalizer", Json());
+  bool lowercase = true;
+  if (!normalizer.is_null()) {
+    const std::string type = normalizer.value("type", std::string());
+    if (type != "BertNormalizer") {
+      return UnimplementedError("tokenizer.json: WordPiece with normalizer '" + type +
+                                "' is not supported (only BertNormalizer)");
+    }
+    lowercase = normalizer.value("lowercase", true);
+  }
+  const Json& pre = root.value("pre_tokenizer", Json());
+  if (!pre.is_null() && pre.value("type", std::string()) != "BertPreTokenizer") {
+    return UnimplementedError("tokenizer.json: WordPiece with pre_tokenizer '" +
+                              pre.value("type", std::string()) +
+                              "' is not supported (only BertPreTokenizer)");
+  }
+  if (!model.contains("vocab")) return InvalidArgumentError("tokenizer.json model has no vocab");
+  const Json& added = root.value("added_tokens", Json::array());
+  if (!added.is_array()) return InvalidArgumentError("added_tokens is not an array");
+  VocabSpec raw;
+  KV_RETURN_IF_ERROR(AddVocab(model["vocab"], static_cast<int64_t>(added.size()), &raw));
+  const int64_t max_id = std::min<int64_t>(
+      kMaxTokenId, 2 * static_cast<int64_t>(raw.tokens.size() + added.size()) + 1024);
+  for (const Json& token : added) {
+    if (!token.is_object() || !token.contains("id") || !token["id"].is_number_integer() ||
+        !token.contains("content") || !token["content"].is_string()) {
+      return InvalidArgumentError("added_tokens entry without integer id and string content");
+    }
+    const TokenType type =
+        token.value("special", false) ? TokenType::kControl : TokenType::kUserDefined;
+    KV_RETURN_IF_ERROR(PlaceToken(&raw, token["id"].get<int64_t>(),
+                                  token["content"].get<std::string>(), type, max_id));
+  }
+  for (size_t i = 0; i < raw.tokens.size(); ++i) {
+    if (raw.token_types[i] == TokenType::kUnused) {
+      return InvalidArgumentError("tokenizer.json: the WordPiece vocabulary has no token " +
+                                  std::to_string(i) + " (ids must be dense)");
+    }
+  }
+  return WordPieceVocabFromHf(std::move(raw.tokens), std::move(raw.token_types),
+                              model.value("continuing_subword_prefix", std::string("##")),
+                              lowercase);
+}
+
 StatusOr<VocabSpec> ParseTokenizerJsonImpl(const Json& root) {
   if (!root.is_object()) return InvalidArgumentError("tokenizer.json is not a JSON object");
   const Json& model = root.value("model", Json::object());
   const std::string model_type = model.value("type", std::string("BPE"));
+  if (model_type == "WordPiece") return ParseWordPieceTokenizerJson(root, model);
   if (model_type != "BPE") {
     return UnimplementedError("tokenizer.json model type '" + model_type +
-                              "' is not supported (only BPE)");
+                              "' is not supported (only BPE and WordPiece)");
   }
   if (model.value("byte_fallback", false)) {
     return UnimplementedError(

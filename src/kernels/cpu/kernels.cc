@@ -144,6 +144,15 @@ void Softmax(float* x, int64_t n) {
   internal::simd::Scale(x, n, 1.0f / sum);
 }
 
+float Dot(const float* a, const float* b, int64_t n) {
+  if (!UseSimd()) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+    return s;
+  }
+  return internal::simd::Dot(a, b, n);
+}
+
 void EmbeddingLookup(const Tensor& table, int64_t token, float* out) {
   reference::EmbeddingLookup(table, token, out);  // one row: DequantizeRow is enough
 }

@@ -241,6 +241,18 @@ TEST_P(KernelsTest, SoftmaxMatchesReference) {
   }
 }
 
+TEST_P(KernelsTest, DotMatchesADoubleReference) {
+  for (int64_t n : {0, 1, 7, 8, 17, 384, 1000}) {
+    auto a = RandomVector(n, rng_), b = RandomVector(n, rng_);
+    double want = 0.0, magnitude = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      want += static_cast<double>(a[i]) * b[i];
+      magnitude += std::fabs(static_cast<double>(a[i]) * b[i]);
+    }
+    EXPECT_NEAR(kernels::Dot(a.data(), b.data(), n), want, 1e-6 * (magnitude + 1.0)) << "n=" << n;
+  }
+}
+
 TEST(VectorMathTest, ExpApproximationAgainstStdExp) {
   if (kernels::internal::DetectedSimdLevel() == SimdLevel::kScalar) GTEST_SKIP() << "no AVX2";
   std::vector<float> x;
