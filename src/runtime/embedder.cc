@@ -40,10 +40,12 @@ StatusOr<std::unique_ptr<Embedder>> Embedder::Load(const std::string& path,
 }
 
 StatusOr<std::vector<TokenId>> Embedder::Tokenize(std::string_view text,
-                                                  EmbedTruncation truncation) const {
+                                                  EmbedTruncation truncation,
+                                                  int64_t max_tokens) const {
   std::vector<TokenId> ids =
       tokenizer_->Encode(text, EncodeOptions{.add_bos = true, .parse_special = false});
-  const auto max = static_cast<size_t>(max_tokens());
+  const auto max = static_cast<size_t>(
+      max_tokens > 0 ? std::min(max_tokens, this->max_tokens()) : this->max_tokens());
   if (ids.size() <= max) return ids;
   if (truncation == EmbedTruncation::kError) {
     return InvalidArgumentError("the input has " + std::to_string(ids.size()) +

@@ -56,8 +56,10 @@ class Embedder {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   int num_threads() const { return pool_->num_threads(); }
 
-  // [CLS] text [SEP] (as the model's vocabulary says), truncated per `truncation`.
-  StatusOr<std::vector<TokenId>> Tokenize(std::string_view text, EmbedTruncation truncation) const;
+  // [CLS] text [SEP] (as the model's vocabulary says), at most `max_tokens` tokens (0 or more
+  // than max_tokens(): max_tokens()), truncated per `truncation`.
+  StatusOr<std::vector<TokenId>> Tokenize(std::string_view text, EmbedTruncation truncation,
+                                          int64_t max_tokens = 0) const;
 
   // One embedding of dim() values per input, in order. InvalidArgument for an empty input, a
   // token outside the vocabulary or (kError) an input longer than max_tokens().

@@ -96,6 +96,11 @@ TEST(EmbedderTest, TokenizesAsLlamaCppAndTruncates) {
   EXPECT_EQ(kept->front(), full.front());
   EXPECT_TRUE(std::equal(kept->begin() + 1, kept->end(), full.end() - 31));
   EXPECT_TRUE(e->Embed({*kept}).ok());
+  auto shorter = e->Tokenize(long_text, EmbedTruncation::kKeepEnd, 10);
+  ASSERT_TRUE(shorter.ok());
+  ASSERT_EQ(shorter->size(), 10u);
+  EXPECT_TRUE(std::equal(shorter->begin() + 1, shorter->end(), full.end() - 9));
+  EXPECT_FALSE(e->Tokenize(long_text, EmbedTruncation::kError, 10).ok());
 }
 
 TEST(EmbedderTest, ConcurrentCallersGetTheSameAnswers) {

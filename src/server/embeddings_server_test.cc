@@ -204,7 +204,8 @@ TEST_F(EmbeddingsServerTest, TheEmbedderGivesTheResponseCacheItsKeys) {
   EXPECT_EQ(chat("say something on dogs"), "semantic");
   auto metrics = client_->Get("/metrics");
   ASSERT_TRUE(metrics);
-  EXPECT_NE(metrics->body.find("kvserve:semantic_cache_embeddings_total 3"), std::string::npos)
+  // The exact repeat was answered before any embedding: two keys embedded, not three.
+  EXPECT_NE(metrics->body.find("kvserve:semantic_cache_embeddings_total 2"), std::string::npos)
       << metrics->body.substr(metrics->body.find("semantic_cache_embeddings"), 80);
 }
 

@@ -455,14 +455,21 @@ void OpenAiServer::handle_generate(const Request& req, Response& res, Writer& wr
     plan = std::move(planned).value();
   }
   // Tier 1: the response cache, once the request is known to be valid.
-  const ResponseCachePlan cache = PlanResponseCache(
+  ResponseCachePlan cache = PlanResponseCache(
       *request, options_.response_cache, req.header("Cache-Control"),
       options_.api_key.empty() ? "" : req.header("Authorization"), options_.served_model_name);
   http::Headers cache_headers;
   if (cache.mode != ResponseCacheMode::kOff) cache_headers.push_back({"x-kvserve-cache", "miss"});
   if (cache.lookup) {
-    const semcache::LookupResult hit = options_.response_cache.cache->Lookup(
-        cache.scope, cache.key_text, cache.embedding, cache.threshold);
+    // Exact repeats first: they never wait for the embedding model.
+    semcache::SemanticCache& rc = *options_.response_cache.cache;
+    semcache::LookupResult hit = rc.Lookup(cache.scope, cache.key_text, {}, cache.threshold);
+    if (hit.kind == semcache::HitKind::kMiss && cache.mode == ResponseCacheMode::kSemantic) {
+      EmbedCacheKey(options_.response_cache, &cache);
+      if (!cache.embedding.empty()) {
+        hit = rc.Lookup(cache.scope, cache.key_text, cache.embedding, cache.threshold);
+      }
+    }
     metrics_.record_cache_lookup(
         semcache::HitKindName(hit.kind), !hit.veto_reason.empty(),
         cache.mode == ResponseCacheMode::kSemantic ? hit.similarity : -1.0,
@@ -488,6 +495,7 @@ void OpenAiServer::handle_generate(const Request& req, Response& res, Writer& wr
     stored.payload = openai::Dump(*body);
     stored.num_output_tokens = (*body)["usage"]["completion_tokens"].get<int64_t>();
     stored.generation_seconds = Seconds(EngineClock::now() - start);
+    EmbedCacheKey(options_.response_cache, &cache);  // not yet when the lookup was skipped
     if (options_.response_cache.cache
             ->Insert(cache.scope, cache.key_text, cache.embedding, std::move(stored))
             .ok()) {

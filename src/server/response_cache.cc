@@ -125,15 +125,17 @@ ResponseCachePlan PlanResponseCache(const GenerateRequest& request,
                        : config.threshold;
   plan.scope = semcache::HashText(ScopeJson(request, api_key, served_model_name).dump());
   plan.key_text = KeyText(request);
-  if (plan.mode == ResponseCacheMode::kSemantic) {
-    auto embedding = config.embed(plan.key_text);
-    if (embedding.ok()) {
-      plan.embedding = std::move(embedding).value();
-    } else {
-      plan.mode = ResponseCacheMode::kExact;
-    }
-  }
   return plan;
+}
+
+void EmbedCacheKey(const ResponseCacheConfig& config, ResponseCachePlan* plan) {
+  if (plan->mode != ResponseCacheMode::kSemantic || !plan->embedding.empty()) return;
+  auto embedding = config.embed(plan->key_text);
+  if (embedding.ok() && !embedding->empty()) {
+    plan->embedding = std::move(embedding).value();
+  } else {
+    plan->mode = ResponseCacheMode::kExact;
+  }
 }
 
 Json CachedBody(const semcache::CachedResponse& stored, const semcache::LookupResult& hit,

@@ -41,7 +41,7 @@ struct ResponseCachePlan {
   float threshold = 1.0f;
   semcache::Hash128 scope;
   std::string key_text;
-  std::vector<float> embedding;  // semantic mode
+  std::vector<float> embedding;  // semantic mode, once EmbedCacheKey ran
 };
 
 // The mode: the request's "semantic_cache.mode" if given ("on" is semantic, or exact without an
@@ -52,11 +52,16 @@ struct ResponseCachePlan {
 // parallel_tool_calls, structured-output spec, chat template arguments, sampling settings
 // (seed too, unless greedy), max_tokens, stops, logprobs, ignore_eos, echo. The key is the
 // conversation after the system prompt, every turn (tool calls and results included); for
-// completions, the prompt. An embedding failure falls back to exact mode.
+// completions, the prompt. The key is not embedded here (see EmbedCacheKey).
 ResponseCachePlan PlanResponseCache(const GenerateRequest& request,
                                     const ResponseCacheConfig& config,
                                     std::string_view cache_control, std::string_view api_key,
                                     std::string_view served_model_name);
+
+// Semantic mode: embeds the key once (later calls do nothing). The server calls it only after
+// an exact lookup missed, so a repeat never waits for the embedding model. An embedding
+// failure turns the plan into exact mode.
+void EmbedCacheKey(const ResponseCacheConfig& config, ResponseCachePlan* plan);
 
 // The non-streamed body of a hit: the stored body with a new id and created time, and a
 // "kvserve_cache" object ({"tier", "similarity", "original_id"}).

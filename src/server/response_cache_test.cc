@@ -132,15 +132,30 @@ TEST(ResponseCachePlanTest, ModesAndCacheControl) {
   EXPECT_FALSE(Plan(BaseChat(), config, "no-cache").lookup);
   EXPECT_TRUE(Plan(BaseChat(), config, "no-cache").store);
   EXPECT_FALSE(Plan(BaseChat(), config, "max-age=0, no-store").store);
-  // With an embedding model: semantic, with the embedding of the key.
+  // With an embedding model: semantic; the key is embedded only when asked (after an exact
+  // miss), once; an embedding failure falls back to exact mode.
   ResponseCacheConfig semantic = ExactConfig();
-  semantic.embed = [](std::string_view text) -> StatusOr<std::vector<float>> {
+  int calls = 0;
+  semantic.embed = [&calls](std::string_view text) -> StatusOr<std::vector<float>> {
+    ++calls;
+    if (text.find("fail") != std::string_view::npos) return InternalError("no");
     return std::vector<float>{static_cast<float>(text.size()), 1.0f};
   };
-  const ResponseCachePlan s = Plan(BaseChat(), semantic);
+  ResponseCachePlan s = Plan(BaseChat(), semantic);
   EXPECT_EQ(s.mode, ResponseCacheMode::kSemantic);
-  EXPECT_EQ(s.embedding.size(), 2u);
+  EXPECT_TRUE(s.embedding.empty());
+  EXPECT_EQ(calls, 0);
   EXPECT_FLOAT_EQ(s.threshold, 0.96f);
+  EmbedCacheKey(semantic, &s);
+  EmbedCacheKey(semantic, &s);
+  EXPECT_EQ(s.embedding.size(), 2u);
+  EXPECT_EQ(calls, 1);
+  Json failing = BaseChat();
+  failing["messages"][1]["content"] = "this will fail";
+  ResponseCachePlan f = Plan(failing, semantic);
+  EmbedCacheKey(semantic, &f);
+  EXPECT_EQ(f.mode, ResponseCacheMode::kExact);
+  EXPECT_TRUE(f.embedding.empty());
   // Off without a cache, and for several completions prompts.
   EXPECT_EQ(Plan(BaseChat(), ResponseCacheConfig{}).mode, ResponseCacheMode::kOff);
   EXPECT_EQ(PlanResponseCache(Parse(Json::parse(R"({"prompt": ["a", "b"], "temperature": 0})"), false),

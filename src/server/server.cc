@@ -19,6 +19,10 @@ namespace {
 
 constexpr auto kTrimInterval = std::chrono::seconds(5);
 constexpr size_t kLargeBodyBytes = 1 << 20;
+// Tokens of a response-cache key the embedding model sees (the most recent ones):
+// sentence-transformers' max_seq_length of all-MiniLM and most of its kind, and half the cost
+// of 512 for long conversations.
+constexpr int64_t kMaxCacheKeyTokens = 256;
 
 }  // namespace
 
@@ -30,10 +34,10 @@ OpenAiServer::OpenAiServer(ServerOptions options, Engine* engine, const Tokenize
   max_in_flight_ = running + std::max<int64_t>(0, options_.max_queue_len);
   if (options_.embedder != nullptr && options_.response_cache.cache != nullptr &&
       !options_.response_cache.embed) {
-    // Cache keys are conversations: keep their most recent tokens when they are too long.
+    // Cache keys are conversations: their last kMaxCacheKeyTokens tokens are embedded.
     options_.response_cache.embed = [this](std::string_view text) -> StatusOr<std::vector<float>> {
       const auto start = std::chrono::steady_clock::now();
-      auto ids = options_.embedder->Tokenize(text, EmbedTruncation::kKeepEnd);
+      auto ids = options_.embedder->Tokenize(text, EmbedTruncation::kKeepEnd, kMaxCacheKeyTokens);
       if (!ids.ok()) return ids.status();
       const auto num_tokens = static_cast<int64_t>(ids->size());
       auto out = options_.embedder->Embed({*std::move(ids)});
