@@ -20,8 +20,25 @@ bool IsWordByte(char c) {
 struct Features {
   std::multiset<std::string> numbers;
   std::set<std::string> names;
+  // Capitalised words at a sentence's start that are not counted as names: a name in the
+  // other text that appears here is not a difference ("Berlin weather" / "weather in Berlin").
+  std::set<std::string> initials;
   int negations = 0;
 };
+
+// The pronoun I and its contractions are capitalised but name nothing.
+bool IsPronounI(const std::string& word) {
+  return word == "I" || word == "I'm" || word == "I've" || word == "I'd" || word == "I'll";
+}
+
+// A name as compared: a plural or possessive "s" dropped from a mixed-case word of more than
+// three letters ("Sundays" / "Sunday", "Alice's" / "Alice"; "EU" and "US" stay).
+std::string NameForm(std::string word) {
+  if (word.size() > 2 && word.compare(word.size() - 2, 2, "'s") == 0) word.resize(word.size() - 2);
+  const bool all_caps = std::all_of(word.begin(), word.end(), [](char c) { return !std::islower(static_cast<unsigned char>(c)); });
+  if (word.size() > 3 && !all_caps && word.back() == 's') word.pop_back();
+  return word;
+}
 
 bool IsNegation(const std::string& lower) {
   static const std::set<std::string> kWords = {
@@ -65,7 +82,13 @@ Features Extract(std::string_view text) {
       if (IsNegation(lower)) ++f.negations;
       const int capitals = static_cast<int>(std::count_if(word.begin(), word.end(), IsUpper));
       const bool all_caps = capitals == static_cast<int>(word.size()) && word.size() > 1;
-      if (capitals > 0 && (!sentence_start || capitals > 1 || all_caps)) f.names.insert(word);
+      if (capitals > 0 && !IsPronounI(word)) {
+        if (!sentence_start || capitals > 1 || all_caps) {
+          f.names.insert(NameForm(word));
+        } else {
+          f.initials.insert(NameForm(word));
+        }
+      }
       // Digits inside words ("gpt4", "A320") count as numbers too.
       for (size_t k = 0; k < word.size();) {
         if (!IsDigit(word[k])) {
@@ -125,9 +148,17 @@ std::string VetoReason(std::string_view a, std::string_view b) {
     return "numbers differ (" + Join(Difference(fa.numbers, fb.numbers)) + " vs " +
            Join(Difference(fb.numbers, fa.numbers)) + ")";
   }
-  if (fa.names != fb.names) {
-    return "names differ (" + Join(Difference(fa.names, fb.names)) + " vs " +
-           Join(Difference(fb.names, fa.names)) + ")";
+  // Names of one text missing from the other (where a sentence-initial word also counts).
+  auto missing = [](const Features& x, const Features& y) {
+    std::vector<std::string> out;
+    for (const std::string& n : x.names) {
+      if (y.names.count(n) == 0 && y.initials.count(n) == 0) out.push_back(n);
+    }
+    return out;
+  };
+  const std::vector<std::string> only_a = missing(fa, fb), only_b = missing(fb, fa);
+  if (!only_a.empty() || !only_b.empty()) {
+    return "names differ (" + Join(only_a) + " vs " + Join(only_b) + ")";
   }
   if (fa.negations != fb.negations) {
     return "negation differs (" + std::to_string(fa.negations) + " vs " +

@@ -15,8 +15,10 @@ std::string NormalizeForExactMatch(std::string_view text);
 
 // Why `a` and `b` must not share an answer, or "" when nothing lexical says so:
 //   - numbers: the multisets of numbers differ ("3 nights" vs "4 nights", "v1.2" vs "v1.3");
-//   - names: the sets of capitalised words differ, a sentence's first word excepted unless it
-//     has another capital or is in capitals ("EU" vs "US", "Paris" vs "Lyon"), or
+//   - names: a capitalised word of one is missing from the other ("EU" vs "US", "Paris" vs
+//     "Lyon"); a sentence's first word is not a name unless it has another capital or is in
+//     capitals, but counts as present; "I" (I'm, I've, ...) is no name; a plural or possessive
+//     "s" is dropped ("Sundays" is "Sunday"), or
 //   - negation: one says "not"/"no"/"never"/"n't"/... more often than the other.
 // Cheap (one pass over each text); what it cannot catch is in docs/semantic-cache.md.
 std::string VetoReason(std::string_view a, std::string_view b);

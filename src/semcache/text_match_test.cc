@@ -4,6 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
 namespace kvserve::semcache {
 namespace {
 
@@ -36,6 +42,47 @@ TEST(VetoReasonTest, NumbersNamesAndNegations) {
                        "what's the refund window for EU orders"), "");
   EXPECT_EQ(VetoReason("Please cancel order 1234.", "please cancel order 1234 now"), "");
   EXPECT_EQ(VetoReason("It is not ready. Why?", "Why is it not ready?"), "");
+}
+
+
+// The vetoes' effect on a labelled set of request pairs (tests/data/semantic_cache_pairs.tsv):
+// pairs that must not share an answer, by what differs (a number, a capitalised name, a
+// negation, or other words), and true paraphrases that must. The counts are the figures of
+// docs/semantic-cache.md ("What the vetoes catch"); a change to the rules changes them here.
+TEST(VetoReasonTest, EffectOnLabelledPairs) {
+  std::ifstream in(std::string(KVSERVE_TESTDATA_DIR) + "/semantic_cache_pairs.tsv");
+  ASSERT_TRUE(in) << "tests/data/semantic_cache_pairs.tsv";
+  std::map<std::string, std::pair<int, int>> by_kind;  // kind -> (vetoed, pairs)
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> f;
+    size_t pos = 0;
+    for (size_t tab; (tab = line.find('\t', pos)) != std::string::npos; pos = tab + 1) {
+      f.push_back(line.substr(pos, tab - pos));
+    }
+    f.push_back(line.substr(pos));
+    ASSERT_EQ(f.size(), 4u) << line;
+    const std::string reason = VetoReason(f[2], f[3]);
+    EXPECT_EQ(reason.empty(), VetoReason(f[3], f[2]).empty()) << "not symmetric: " << line;
+    auto& [vetoed, pairs] = by_kind[f[0] + " " + f[1]];
+    vetoed += reason.empty() ? 0 : 1;
+    ++pairs;
+    std::cout << "[ veto     ] " << f[0] << " " << f[1] << ": "
+              << (reason.empty() ? "-" : reason) << " | " << f[2] << " | " << f[3] << "\n";
+  }
+  for (const auto& [kind, c] : by_kind) {
+    std::cout << "[ vetoes   ] " << kind << ": " << c.first << " of " << c.second << " vetoed\n";
+  }
+  // Every pair that differs in a number, a capitalised name or a negation word is caught;
+  // pairs that differ in other words are not (the threshold must guard those).
+  EXPECT_EQ(by_kind["different number"], std::make_pair(10, 10));
+  EXPECT_EQ(by_kind["different name"], std::make_pair(10, 10));
+  EXPECT_EQ(by_kind["different negation"], std::make_pair(7, 7));
+  EXPECT_EQ(by_kind["different lexical"], std::make_pair(0, 9));
+  // True paraphrases refused (each a hit turned into a miss, never a wrong answer).
+  // Only "Why is my order late?" / "... has not arrived yet, why?" (a negation word).
+  EXPECT_EQ(by_kind["same paraphrase"], std::make_pair(1, 24));
 }
 
 }  // namespace
