@@ -16,6 +16,7 @@ PACKAGES=(
   python3-jinja2                      # reference renderer for the chat template tests
   libhnswlib-dev                      # approximate nearest neighbours: the semantic cache
   libxxhash-dev                       # 128-bit hashes of semantic-cache scopes and keys
+  libzmq3-dev libmsgpack-cxx-dev      # KV events (ZeroMQ PUB, msgpack) for cache-aware routers
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

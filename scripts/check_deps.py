@@ -30,11 +30,12 @@ ALLOWED = {
     "toolcall": {"base"},
     "grammar": {"base"},
     "semcache": {"kernels", "base"},
+    "kvevents": {"kv", "base"},
     "http": {"base"},
-    "server": {"http", "runtime", "grammar", "toolcall", "semcache", "model", "kv", "sampling", "tokenizer",
+    "server": {"http", "runtime", "grammar", "toolcall", "semcache", "kvevents", "model", "kv", "sampling", "tokenizer",
                "tensor", "base"},
     "loadgen": {"trace", "base"},
-    "cli": {"server", "http", "chat", "toolcall", "grammar", "semcache", "loadgen", "eval", "sim", "trace", "plan", "runtime", "model", "kv",
+    "cli": {"server", "http", "chat", "toolcall", "grammar", "semcache", "kvevents", "loadgen", "eval", "sim", "trace", "plan", "runtime", "model", "kv",
             "sampling", "tokenizer", "kernels", "tensor", "base"},
 }
 

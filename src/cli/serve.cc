@@ -24,6 +24,7 @@
 #include "kernels/kernels.h"
 #include "model/llama.h"
 #include "model/synthetic.h"
+#include "kvevents/kv_events_publisher.h"
 #include "runtime/embedder.h"
 #include "runtime/engine.h"
 #include "runtime/engine_policy.h"
@@ -58,6 +59,7 @@ struct ServeOptions {
   std::string embedding_model_path;
   std::string embedding_model_name;  // empty: the path
   int embedding_threads = 0;         // 0: 1 beside a generator, all when serving it alone
+  std::string kv_events_config;      // vLLM's --kv-events-config JSON; empty: off
 };
 
 
@@ -103,6 +105,7 @@ struct GeneratorStack {
   std::unique_ptr<ThreadPool> pool;
   std::optional<PagedKvCache> kv;
   std::unique_ptr<toolcall::ToolCallParser> tool_call_parser;
+  std::shared_ptr<KvEventPublisher> kv_events;  // fed by the engine: outlives it
   std::unique_ptr<Engine> engine;
   std::string banner;  // the "serve: model ..." line
 };
@@ -162,16 +165,43 @@ Status SetUpGenerator(const ServeOptions& o, CommandModel loaded, int threads, S
   std::fprintf(stderr, "KV cache: %s committed in %.2f s\n",
                HumanBytes(g->kv->storage->total_bytes()).c_str(), SecondsSince(commit_start));
 
+  // KV events for cache-aware routers (vLLM's --kv-events-config).
+  std::string kv_events_banner = "KV events: off (--kv-events-config)";
+  if (!o.kv_events_config.empty()) {
+    auto kc = ParseKvEventsConfig(o.kv_events_config);
+    if (!kc.ok()) return kc.status();
+    if (kc->enable_kv_cache_events) {
+      auto pub = KvEventPublisher::Create(*kc, g->kv->spec.block_size);
+      if (!pub.ok()) return pub.status();
+      g->kv_events = std::move(pub).value();
+      kv_events_banner =
+          kc->publisher == "null"
+              ? std::string("KV events: recorded, not sent (publisher \"null\")")
+              : "KV events: ZeroMQ PUB " + g->kv_events->endpoint() + ", topic '" + kc->topic +
+                    "'" +
+                    (kc->replay_endpoint.has_value()
+                         ? ", replay " + g->kv_events->replay_endpoint()
+                         : std::string(", no replay socket")) +
+                    " (vLLM's BlockStored / BlockRemoved / AllBlocksCleared, msgpack)";
+    }
+  }
+
   // Engine.
   EngineOptions eo;
   static_cast<EngineCoreOptions&>(eo) = config->core;
   eo.tokenizer = tokenizer;
   eo.detokenize_special_ids = MarkupTokenIds(*tokenizer);
+  if (g->kv_events != nullptr) {
+    eo.on_kv_events = [pub = g->kv_events.get()](std::vector<KvCacheEvent> events) {
+      pub->Publish(std::move(events));
+    };
+  }
   auto engine = Engine::Create(eo, g->model.get(), &*g->kv, g->pool.get());
   if (!engine.ok()) return engine.status();
   g->engine = std::move(engine).value();
   const SchedulerConfig& sc = g->engine->scheduler_config();
 
+  so->kv_events = g->kv_events;
   so->kv_policy = *policy;
   if (policy->method != KvEvictionMethod::kNone) {
     std::fprintf(stderr, "kv eviction (default of requests): %s\n", policy->ToString().c_str());
@@ -196,18 +226,18 @@ Status SetUpGenerator(const ServeOptions& o, CommandModel loaded, int threads, S
     if (req.chat_template_kwargs.is_object()) in.extra = req.chat_template_kwargs;
     return chat->Render(std::move(in));
   };
-  char line[1024];
+  char line[2048];
   std::snprintf(line, sizeof(line),
                 "serve: model '%s'; max model len %lld tokens; --max-num-seqs %lld, "
                 "--max-num-batched-tokens %lld, --max-queue-len %lld; prefix caching %s, chunked "
-                "prefill %s; %d threads; API key %s; chat template: %s\nserve: %s\n",
+                "prefill %s; %d threads; API key %s; chat template: %s\nserve: %s\nserve: %s\n",
                 name.c_str(), static_cast<long long>(c.max_model_len),
                 static_cast<long long>(sc.max_num_seqs),
                 static_cast<long long>(sc.max_num_batched_tokens),
                 static_cast<long long>(o.max_queue_len), eo.enable_prefix_caching ? "on" : "off",
                 sc.enable_chunked_prefill ? "on" : "off", threads,
                 o.api_key.empty() ? "off" : "required", chat->description().c_str(),
-                tools_banner.c_str());
+                tools_banner.c_str(), kv_events_banner.c_str());
   g->banner = line;
   return OkStatus();
 }
@@ -450,6 +480,11 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                   "Seconds a stored response stays valid (0: until evicted)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--kv-events-config", o->kv_events_config,
+                  "Publish KV cache events for cache-aware routers, as vLLM does: a JSON object "
+                  "such as '{\"enable_kv_cache_events\": true, \"endpoint\": \"tcp://*:5557\", "
+                  "\"topic\": \"kv@pod@model\", \"replay_endpoint\": \"tcp://*:5558\"}' "
+                  "(ZeroMQ PUB, msgpack; see docs/kv-events.md)");
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout_s,
                   "On SIGTERM/SIGINT: seconds in-flight requests may take to finish before they "
                   "are aborted")

@@ -63,6 +63,7 @@ struct KvCacheManager::Impl {
   RadixCache tree;
   std::unordered_map<SeqId, Seq> seqs;
   QueryCounts totals;
+  std::vector<KvCacheEvent> events;  // recorded by the tree (options.record_events)
   int64_t num_queries = 0;
   int64_t num_hits = 0;
 };
@@ -71,6 +72,7 @@ KvCacheManager::KvCacheManager(const KvCacheManagerOptions& options) {
   KV_CHECK(options.block_size > 0) << "block_size=" << options.block_size;
   KV_CHECK(options.num_blocks >= 0) << "num_blocks=" << options.num_blocks;
   impl_ = std::make_unique<Impl>(options);
+  if (options.record_events) impl_->tree.set_event_log(&impl_->events);
   impl_->pool.set_evict_callback([](BlockId id) {
     KV_CHECK(false) << "BlockPool evicted block " << id
                     << " itself: KvCacheManager evicts through the radix tree";
@@ -78,6 +80,26 @@ KvCacheManager::KvCacheManager(const KvCacheManagerOptions& options) {
 }
 
 KvCacheManager::~KvCacheManager() = default;
+
+std::vector<KvCacheEvent> KvCacheManager::take_events() {
+  std::vector<KvCacheEvent> out;
+  out.swap(impl_->events);
+  return out;
+}
+
+bool KvCacheManager::reset_prefix_cache() {
+  Impl& im = *impl_;
+  if (im.tree.num_locked() > 0) return false;
+  im.tree.set_event_log(nullptr);  // one AllBlocksCleared instead of a removal per block
+  const std::vector<BlockId> evicted = im.tree.evict(im.tree.num_nodes());
+  for (BlockId b : evicted) im.pool.set_cached(b, false);
+  KV_CHECK_EQ(im.tree.num_nodes(), 0);
+  if (im.options.record_events) {
+    im.tree.set_event_log(&im.events);
+    im.events.push_back({KvCacheEvent::Kind::kAllBlocksCleared, {}, std::nullopt, {}});
+  }
+  return true;
+}
 
 int64_t KvCacheManager::block_size() const { return impl_->options.block_size; }
 int64_t KvCacheManager::num_blocks() const { return impl_->options.num_blocks; }

@@ -26,6 +26,9 @@ struct KvCacheManagerOptions {
   // Evicted prefixes remembered to tell "evicted" misses from "never seen" ones (0: the
   // larger of 4 * num_blocks and 65536).
   int64_t eviction_history_size = 0;
+  // Record KV events (kv_events.h) for take_events(): blocks entering and leaving the prefix
+  // cache, for `--kv-events-config`.
+  bool record_events = false;
 };
 
 // Result of looking up a prompt.
@@ -150,6 +153,13 @@ class KvCacheManager {
   // The tree, for tests and diagnostics.
   const RadixCache& radix_cache() const;
   void check_invariants() const;
+
+  // The events recorded since the last call (record_events; empty otherwise), in order.
+  std::vector<KvCacheEvent> take_events();
+  // Empties the prefix cache when no sequence holds a cached block (vLLM's
+  // reset_prefix_cache): every cached block becomes free and one AllBlocksCleared event is
+  // recorded. Returns false, changing nothing, while a sequence holds one.
+  bool reset_prefix_cache();
 
  private:
   struct Impl;

@@ -409,3 +409,101 @@ TEST(KvCacheManagerTest, RandomWorkloadKeepsInvariantsAndServesCorrectKv) {
 
 }  // namespace
 }  // namespace kvserve
+
+namespace kvserve {
+namespace {
+
+// A router following the events (kv_events.h) holds exactly the cache's blocks, at every step
+// of a random workload with evictions, namespaces and duplicates; reset_prefix_cache clears
+// them with one AllBlocksCleared.
+TEST(KvCacheManagerTest, EventsReplayToTheCachesOwnBlocks) {
+  std::mt19937 rng(7);
+  const int64_t bs = 3;
+  KvCacheManager kv({.num_blocks = 30, .block_size = bs, .record_events = true});
+  std::set<uint64_t> router;
+  int64_t stored = 0, removed = 0;
+  auto follow = [&] {
+    for (const KvCacheEvent& e : kv.take_events()) {
+      switch (e.kind) {
+        case KvCacheEvent::Kind::kBlockStored:
+          ASSERT_FALSE(e.block_hashes.empty());
+          ASSERT_EQ(e.token_ids.size(), e.block_hashes.size() * bs);
+          if (e.parent_block_hash.has_value()) {
+            ASSERT_TRUE(router.count(*e.parent_block_hash)) << "unknown parent";
+          }
+          for (uint64_t h : e.block_hashes) ASSERT_TRUE(router.insert(h).second) << "stored twice";
+          stored += static_cast<int64_t>(e.block_hashes.size());
+          break;
+        case KvCacheEvent::Kind::kBlockRemoved:
+          for (uint64_t h : e.block_hashes) ASSERT_EQ(router.erase(h), 1u) << "unknown removal";
+          removed += static_cast<int64_t>(e.block_hashes.size());
+          break;
+        case KvCacheEvent::Kind::kAllBlocksCleared:
+          router.clear();
+          break;
+      }
+    }
+    const std::vector<uint64_t> own = kv.radix_cache().block_hashes();
+    ASSERT_EQ(router, std::set<uint64_t>(own.begin(), own.end()));
+  };
+  std::vector<std::vector<TokenId>> documents;
+  for (int d = 0; d < 5; ++d) {
+    std::vector<TokenId> t(18);
+    for (auto& x : t) x = static_cast<TokenId>(rng() % 4);
+    documents.push_back(t);
+  }
+  std::vector<SeqId> live;
+  for (int step = 0; step < 1500; ++step) {
+    if (rng() % 3 != 0 || live.empty()) {
+      const auto& doc = documents[rng() % documents.size()];
+      std::vector<TokenId> p(doc.begin(), doc.begin() + 2 + static_cast<long>(rng() % (doc.size() - 2)));
+      const std::string ns = rng() % 3 == 0 ? "m|salt" : "m";
+      const PrefixMatch m = kv.match(ns, p);
+      const SeqId id = step;
+      kv.start_sequence(id, ns, m);
+      if (kv.allocate_slots(id, static_cast<int64_t>(p.size()))) {
+        kv.commit(id, p, static_cast<int64_t>(p.size()));
+        live.push_back(id);
+      } else {
+        kv.free(id);
+      }
+    } else {
+      const size_t i = rng() % live.size();
+      kv.free(live[i]);
+      live.erase(live.begin() + static_cast<long>(i));
+    }
+    follow();
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_GT(stored, 100);
+  EXPECT_GT(removed, 20);
+
+  ASSERT_FALSE(live.empty());
+  EXPECT_FALSE(kv.reset_prefix_cache());  // refused while sequences hold cached blocks
+  EXPECT_TRUE(kv.take_events().empty());
+  for (SeqId id : live) kv.free(id);
+  follow();
+  ASSERT_TRUE(kv.reset_prefix_cache());
+  const std::vector<KvCacheEvent> cleared = kv.take_events();
+  ASSERT_EQ(cleared.size(), 1u);
+  EXPECT_EQ(cleared[0].kind, KvCacheEvent::Kind::kAllBlocksCleared);
+  EXPECT_TRUE(kv.radix_cache().block_hashes().empty());
+  EXPECT_EQ(kv.stats().blocks_free, 30);
+  kv.check_invariants();
+  // Namespaces never share a hash: the same tokens under two namespaces are two blocks.
+  const std::vector<TokenId> p = Range(1, 7);
+  Admit(kv, 9000, "a", p);
+  Admit(kv, 9001, "b", p);
+  std::vector<uint64_t> a, b;
+  for (const KvCacheEvent& e : kv.take_events()) {
+    (a.empty() ? a : b) = e.block_hashes;
+    EXPECT_FALSE(e.parent_block_hash.has_value());  // one event per prompt: its first block first
+  }
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_NE(a[0], b[0]);
+  EXPECT_NE(a[1], b[1]);
+}
+
+}  // namespace
+}  // namespace kvserve

@@ -259,7 +259,35 @@ RadixCache::InsertResult RadixCache::insert(std::string_view ns, NodeId parent,
   node_of_block_[static_cast<size_t>(block)] = id;
   evictable_.insert({n.last_use, id});
   ++num_nodes_;
+  if (event_log_ != nullptr) {
+    const uint64_t hash = block_hash(id);
+    const std::optional<uint64_t> parent_hash =
+        n.parent == n.root ? std::nullopt : std::optional<uint64_t>(block_hash(n.parent));
+    if (!event_log_->empty() && event_log_->back().kind == KvCacheEvent::Kind::kBlockStored &&
+        parent_hash.has_value() && event_log_->back().block_hashes.back() == *parent_hash) {
+      KvCacheEvent& e = event_log_->back();
+      e.block_hashes.push_back(hash);
+      e.token_ids.insert(e.token_ids.end(), block_tokens.begin(), block_tokens.end());
+    } else {
+      event_log_->push_back({KvCacheEvent::Kind::kBlockStored, {hash}, parent_hash,
+                             std::vector<TokenId>(block_tokens.begin(), block_tokens.end())});
+    }
+  }
   return {id, true};
+}
+
+uint64_t RadixCache::block_hash(NodeId node) const {
+  const Node& n = get(node);
+  KV_CHECK(n.parent != kNoNode) << "block_hash of a namespace root";
+  return PrefixBlockKey(get(n.root).key, n.chain);
+}
+
+std::vector<uint64_t> RadixCache::block_hashes() const {
+  std::vector<uint64_t> out;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i].live && nodes_[i].parent != kNoNode) out.push_back(block_hash(static_cast<NodeId>(i)));
+  }
+  return out;
 }
 
 void RadixCache::lock(NodeId node) {
@@ -311,6 +339,14 @@ void RadixCache::remove_leaf(NodeId id) {
   KV_CHECK(is_evictable_leaf(n)) << "remove of node " << id << " that is locked or not a leaf";
   evictable_.erase({n.last_use, id});
   const NodeId p = n.parent;
+  if (event_log_ != nullptr) {
+    const uint64_t hash = block_hash(id);
+    if (!event_log_->empty() && event_log_->back().kind == KvCacheEvent::Kind::kBlockRemoved) {
+      event_log_->back().block_hashes.push_back(hash);
+    } else {
+      event_log_->push_back({KvCacheEvent::Kind::kBlockRemoved, {hash}, std::nullopt, {}});
+    }
+  }
   remember_eviction(get(n.root).key, n.chain);
   Decrement(live_chains_, n.chain);
   node_of_block_[static_cast<size_t>(n.block)] = kNoNode;

@@ -19,6 +19,7 @@
 
 #include "base/ids.h"
 #include "kv/block_pool.h"
+#include "kv/kv_events.h"
 
 namespace kvserve {
 
@@ -141,6 +142,14 @@ class RadixCache {
   // KV_CHECKs every invariant. O(nodes).
   void check_invariants() const;
 
+  // Events: while `log` is set (not owned; null stops), insert() appends a BlockStored for each
+  // new node (extending the last event when it continues the same prefix) and eviction a
+  // BlockRemoved (consecutive removals in one event). The hash of a node:
+  uint64_t block_hash(NodeId node) const;
+  void set_event_log(std::vector<KvCacheEvent>* log) { event_log_ = log; }
+  // The hashes of every cached block (what a router following the events should hold).
+  std::vector<uint64_t> block_hashes() const;
+
  private:
   struct Node {
     NodeId parent = kNoNode;  // kNoNode for a namespace root
@@ -180,6 +189,7 @@ class RadixCache {
   std::deque<std::pair<uint64_t, uint64_t>> history_;
   std::unordered_map<uint64_t, int32_t> evicted_in_ns_;
   std::unordered_map<uint64_t, int32_t> evicted_any_ns_;
+  std::vector<KvCacheEvent>* event_log_ = nullptr;
   uint64_t clock_ = 0;
   int64_t num_nodes_ = 0;
   int64_t num_locked_ = 0;

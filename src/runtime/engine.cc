@@ -137,6 +137,25 @@ void Engine::abort(SeqId id) {
   inbox_->push(std::move(c));
 }
 
+bool Engine::reset_prefix_cache() {
+  Command c;
+  c.kind = Command::kResetPrefixCache;
+  c.reply = std::make_shared<std::promise<bool>>();
+  std::future<bool> done = c.reply->get_future();
+  {
+    std::lock_guard<std::mutex> lock(inbox_->mu);
+    if (inbox_->stopping) return false;
+  }
+  inbox_->push(std::move(c));
+  // An engine stopping meanwhile drops the command: the promise breaks, or nobody answers.
+  if (done.wait_for(std::chrono::seconds(30)) != std::future_status::ready) return false;
+  try {
+    return done.get();
+  } catch (const std::future_error&) {
+    return false;
+  }
+}
+
 EngineStats Engine::stats() const {
   std::lock_guard<std::mutex> lock(stats_mu_);
   return stats_;
@@ -188,6 +207,10 @@ void Engine::abort_all(const std::string& why) {
 }
 
 void Engine::handle(Command& c) {
+  if (c.kind == Command::kResetPrefixCache) {
+    c.reply->set_value(core_->reset_prefix_cache());
+    return;
+  }
   if (c.kind == Command::kAbort) {
     if (core_->abort_request(c.id)) finish_stream(c.id, FinishReason::kAbort, "");
     return;

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -98,10 +99,11 @@ struct StreamState {
   void push(StreamEvent ev);
 };
 struct Command {
-  enum Kind { kAdd, kAbort } kind = kAdd;
+  enum Kind { kAdd, kAbort, kResetPrefixCache } kind = kAdd;
   SeqId id = 0;
   RequestInput input;
   std::shared_ptr<StreamState> stream;
+  std::shared_ptr<std::promise<bool>> reply;  // kResetPrefixCache
 };
 // The engine's input queue, shared with streams (so a stream may outlive the engine).
 struct Inbox {
@@ -166,6 +168,9 @@ class Engine {
   // What submit() would refuse, without submitting.
   Status validate(const RequestInput& input) const;
   void abort(SeqId id);
+  // Empties the prefix cache (EngineCore::reset_prefix_cache) between two steps; false while
+  // a running request holds cached blocks, or when the engine has stopped.
+  bool reset_prefix_cache();
   EngineStats stats() const;
   // Blocks until every submitted request has finished; returns the stats then.
   EngineStats wait_until_idle();

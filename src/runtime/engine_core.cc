@@ -32,6 +32,7 @@ EngineCore::EngineCore(const EngineCoreOptions& options, LlamaModel* model, Page
   kvo.num_blocks = kv->storage->num_blocks();
   kvo.block_size = kv->spec.block_size;
   kvo.enable_prefix_caching = options.enable_prefix_caching;
+  kvo.record_events = options.on_kv_events != nullptr;
   kv_ = std::make_unique<KvCacheManager>(kvo);
   runner_ = std::make_unique<ModelRunner>(model, kv->storage.get(), pool,
                                           options.grammar_vocabulary);
@@ -72,6 +73,18 @@ bool EngineCore::finish_request(SeqId id, FinishReason reason) {
   return scheduler_->finish_request(id, reason);
 }
 
+void EngineCore::publish_kv_events() {
+  if (options_.on_kv_events == nullptr) return;
+  std::vector<KvCacheEvent> events = kv_->take_events();
+  if (!events.empty()) options_.on_kv_events(std::move(events));
+}
+
+bool EngineCore::reset_prefix_cache() {
+  const bool done = kv_->reset_prefix_cache();
+  publish_kv_events();
+  return done;
+}
+
 EngineCoreStep EngineCore::step() {
   EngineCoreStep result;
   if (!scheduler_->has_unfinished()) return result;
@@ -97,6 +110,7 @@ EngineCoreStep EngineCore::step() {
   }
   compact_due_sequences(out);
   if (options_.check_invariants) scheduler_->check_invariants();
+  publish_kv_events();
   return result;
 }
 

@@ -37,6 +37,10 @@ struct EngineCoreOptions {
   // grammar (structured output); null: such requests are refused. Engine::Create builds it
   // from its tokenizer.
   std::shared_ptr<const grammar::TokenTrie> grammar_vocabulary;
+  // KV events (`--kv-events-config`): when set, the prefix cache records blocks stored and
+  // removed, and this gets each step's events (engine thread; only when there are some).
+  // It must return quickly (queue them).
+  std::function<void(std::vector<KvCacheEvent>)> on_kv_events;
 };
 
 // What one step() did.
@@ -80,6 +84,8 @@ class EngineCore {
   EngineCoreStep step();
 
   bool has_unfinished() const { return scheduler_->has_unfinished(); }
+  // KvCacheManager::reset_prefix_cache, and its AllBlocksCleared event published.
+  bool reset_prefix_cache();
   const SchedulerConfig& scheduler_config() const { return scheduler_->config(); }
   const Scheduler& scheduler() const { return *scheduler_; }
   const KvCacheManager& kv_manager() const { return *kv_; }
@@ -102,6 +108,8 @@ class EngineCore {
  private:
   EngineCore(const EngineCoreOptions& options, LlamaModel* model, PagedKvCache* kv,
              ThreadPool* pool);
+  // Hands the cache's recorded events to options_.on_kv_events.
+  void publish_kv_events();
   // Token eviction after a step: compacts every scheduled request whose policy is due
   // (CompactionDue).
   void compact_due_sequences(const SchedulerOutput& out);

@@ -203,6 +203,9 @@ void OpenAiServer::install_routes() {
   route("POST", "/v1/embeddings", [this](const Request& req, Response& res, Writer&) {
     if (authorized(req, res)) handle_embeddings(req, res);
   });
+  route("POST", "/reset_prefix_cache", [this](const Request& req, Response& res, Writer&) {
+    if (authorized(req, res)) handle_reset_prefix_cache(res);
+  });
   route("GET", "/v1/models", [this](const Request& req, Response& res, Writer&) {
     if (authorized(req, res)) handle_models(res);
   });

@@ -29,6 +29,7 @@
 #include "grammar/grammar_cache.h"
 #include "http/http_server.h"
 #include "kv/kv_storage.h"
+#include "kvevents/kv_events_publisher.h"
 #include "runtime/embedder.h"
 #include "runtime/engine.h"
 #include "server/generate_request.h"
@@ -74,6 +75,8 @@ struct ServerOptions {
   // API name; null: /v1/embeddings answers 404.
   std::shared_ptr<const Embedder> embedder;
   std::string embedding_model_name;
+  // The KV events publisher the engine feeds (--kv-events-config), for /metrics; may be null.
+  std::shared_ptr<const KvEventPublisher> kv_events;
   KvCacheInfo kv;
   KvEvictionPolicy kv_policy;        // the default of requests without "kv_policy"
   // The kernels' instruction-set level in use and the best this CPU has (kernels::SimdLevelName,
@@ -150,6 +153,8 @@ class OpenAiServer {
   // POST /v1/embeddings (embeddings_handler.cc).
   void handle_embeddings(const Request& req, Response& res);
   void handle_tokenize(const Request& req, Response& res);
+  // POST /reset_prefix_cache (vLLM's): empties the prefix cache when no request holds it.
+  void handle_reset_prefix_cache(Response& res);
   void handle_detokenize(const Request& req, Response& res);
   void handle_models(Response& res);
   // Admission: reserves `n` in-flight slots or returns false (queue full / draining).

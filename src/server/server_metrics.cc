@@ -205,6 +205,21 @@ std::string OpenAiServer::RenderMetrics() const {
              "Entries dropped by the TTL (--semantic-cache-ttl).",
              static_cast<double>(cs.expirations));
   }
+  if (options_.kv_events != nullptr) {
+    const KvEventPublisher::Stats ks = options_.kv_events->stats();
+    w.single("kv_events_batches_published_total", "counter",
+             "KV event batches (one per engine step that changed the prefix cache) published "
+             "(--kv-events-config).",
+             static_cast<double>(ks.batches_published));
+    w.single("kv_events_published_total", "counter",
+             "KV events (BlockStored, BlockRemoved, AllBlocksCleared) published.",
+             static_cast<double>(ks.events_published));
+    w.single("kv_events_batches_dropped_total", "counter",
+             "KV event batches dropped because the publisher's queue was full (max_queue_size).",
+             static_cast<double>(ks.batches_dropped));
+    w.single("kv_events_replays_total", "counter", "Replay requests answered.",
+             static_cast<double>(ks.replays_served));
+  }
   if (options_.embedder != nullptr) {
     const ServerMetrics::EmbeddingCounters ec = metrics_.embedding_counters();
     w.single("embedding_requests_total", "counter", "/v1/embeddings requests answered.",

@@ -92,6 +92,14 @@ TEST_F(ServerTest, SecondRequestWithSamePrefixReportsCachedTokens) {
   body["cache_salt"] = "tenant-b";
   auto salted = Post("/v1/completions", body);
   EXPECT_EQ(Json::parse(salted->body)["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  // POST /reset_prefix_cache (vLLM's) empties it: the same request then hits nothing.
+  body.erase("cache_salt");
+  auto reset = Post("/reset_prefix_cache", Json::object());
+  ASSERT_EQ(reset->status, 200) << reset->body;
+  auto after = Post("/v1/completions", body);
+  EXPECT_EQ(Json::parse(after->body)["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  auto again = Post("/v1/completions", body);
+  EXPECT_EQ(Json::parse(again->body)["usage"]["prompt_tokens_details"]["cached_tokens"], 64);
 }
 
 TEST_F(ServerTest, NChoicesStopStringsAndSeeds) {

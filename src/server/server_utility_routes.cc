@@ -1,4 +1,5 @@
-// OpenAiServer's small routes: GET /v1/models, POST /tokenize, POST /detokenize.
+// OpenAiServer's small routes: GET /v1/models, POST /tokenize, POST /detokenize,
+// POST /reset_prefix_cache.
 #include <string>
 #include <utility>
 #include <vector>
@@ -72,6 +73,21 @@ void OpenAiServer::handle_tokenize(const Request& req, Response& res) {
   res.body = openai::Dump(Json{{"count", ids.size()},
                                {"max_model_len", max_model_len()},
                                {"tokens", tokens}});
+}
+
+void OpenAiServer::handle_reset_prefix_cache(Response& res) {
+  if (engine_ == nullptr) {
+    reply_error(res, 400, "this server has no generator, hence no prefix cache");
+    return;
+  }
+  if (!engine_->reset_prefix_cache()) {
+    reply_error(res, 409,
+                "the prefix cache cannot be reset while running requests hold cached blocks; "
+                "retry when they have finished");
+    return;
+  }
+  res.content_type = "application/json";
+  res.body = openai::Dump(Json{{"status", "ok"}});
 }
 
 void OpenAiServer::handle_detokenize(const Request& req, Response& res) {
