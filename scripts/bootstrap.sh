@@ -17,6 +17,7 @@ PACKAGES=(
   libhnswlib-dev                      # approximate nearest neighbours: the semantic cache
   libxxhash-dev                       # 128-bit hashes of semantic-cache scopes and keys
   libzmq3-dev libmsgpack-cxx-dev      # KV events (ZeroMQ PUB, msgpack) for cache-aware routers
+  nginx-light                         # the scale-out recipe's proxy, tested (docs/scale-out.md)
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
