@@ -1,5 +1,6 @@
 // `kvserve sim`: the flags, reading the trace file, printing the report. The replay itself is
 // the kv_sim library (sim/sim.h).
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -8,6 +9,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/scheduler_flags.h"
+#include "sim/fleet.h"
 #include "sim/sim.h"
 #include "trace/trace.h"
 
@@ -18,7 +20,56 @@ struct SimCommandFlags {
   std::string trace_path;
   std::string format = "text";  // text | json
   sim::SimOptions sim;
+  int64_t replicas = 1;         // > 1: the fleet replay (sim/fleet.h)
+  std::string routing = "all";  // a policy name, or all of them
+  int64_t affinity_tokens = 1024;
 };
+
+// --replicas N: the trace over N replicas for each routing policy.
+int RunFleet(const SimCommandFlags& f, const std::vector<TraceRequest>& full_trace) {
+  const sim::SimOptions& o = f.sim;
+  std::vector<sim::Routing> routings;
+  if (f.routing == "all") {
+    routings = sim::AllRoutings();
+  } else {
+    StatusOr<sim::Routing> r = sim::ParseRouting(f.routing);
+    if (!r.ok()) return ReportError(r.status());
+    routings.push_back(*r);
+  }
+  if (o.capacities_blocks.size() > 1) {
+    return ReportError(InvalidArgumentError(
+        "--replicas: give one --kv-cache-blocks (each replica's capacity), not a sweep"));
+  }
+  const std::vector<TraceRequest> trace(
+      full_trace.begin(),
+      full_trace.begin() + static_cast<long>(o.max_requests > 0
+                                                 ? std::min<size_t>(full_trace.size(), o.max_requests)
+                                                 : full_trace.size()));
+  // Default capacity: 10,000 blocks of 512 tokens per replica, in this block size.
+  const int64_t capacity = o.capacities_blocks.empty()
+                               ? std::max<int64_t>(1, 10000 * 512 / o.block_tokens)
+                               : o.capacities_blocks.front();
+  sim::SimReport context;
+  context.options = o;
+  const size_t slash = f.trace_path.find_last_of('/');
+  context.trace_name = slash == std::string::npos ? f.trace_path : f.trace_path.substr(slash + 1);
+  context.num_requests = static_cast<int64_t>(trace.size());
+  for (const TraceRequest& r : trace) context.num_prompt_tokens += r.input_tokens;
+  std::vector<sim::FleetRow> rows;
+  for (sim::Routing routing : routings) {
+    std::fprintf(stderr, "sim: %lld replicas, routing %s ...\n", static_cast<long long>(f.replicas),
+                 sim::RoutingName(routing));
+    const sim::FleetOptions fo{
+        .replicas = f.replicas, .routing = routing, .affinity_tokens = f.affinity_tokens};
+    StatusOr<sim::FleetRow> row = sim::SimulateFleet(trace, o, capacity, fo);
+    if (!row.ok()) return ReportError(row.status());
+    rows.push_back(std::move(row).value());
+  }
+  const std::string text = f.format == "json" ? sim::FormatFleetJson(rows, context)
+                                              : sim::FormatFleetText(rows, context);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return 0;
+}
 
 int RunSimCommand(const SimCommandFlags& f) {
   const sim::SimOptions& o = f.sim;
@@ -27,6 +78,8 @@ int RunSimCommand(const SimCommandFlags& f) {
   if (!valid.ok()) return ReportError(valid);
   StatusOr<std::vector<TraceRequest>> trace = LoadMooncakeTrace(f.trace_path, o.hash_block_tokens);
   if (!trace.ok()) return ReportError(trace.status());
+  if (f.replicas < 1) return ReportError(InvalidArgumentError("--replicas must be at least 1"));
+  if (f.replicas > 1) return RunFleet(f, *trace);
   StatusOr<sim::SimReport> rep = sim::RunSim(*trace, o);
   if (!rep.ok()) return ReportError(rep.status());
   const size_t slash = f.trace_path.find_last_of('/');
@@ -75,6 +128,18 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--threads", opts->threads,
                   "Capacities replayed in parallel (0: one thread per core)")
+      ->capture_default_str();
+  cmd->add_option("--replicas", flags->replicas,
+                  "Replay over this many replicas behind a router (each with --kv-cache-blocks "
+                  "blocks, default 10,000 of 512 tokens) and compare routing policies")
+      ->capture_default_str();
+  cmd->add_option("--routing", flags->routing,
+                  "With --replicas: round-robin, least-loaded, prefix-affinity (hash of the "
+                  "first block), kv-events (longest cached prefix, from the replicas' KV "
+                  "events), or all")
+      ->capture_default_str();
+  cmd->add_option("--affinity-tokens", flags->affinity_tokens,
+                  "prefix-affinity: the prompt tokens its routing key hashes")
       ->capture_default_str();
   cmd->add_option("--format,--output-format", flags->format, "text or json")
       ->check(CLI::IsMember({"text", "json"}))

@@ -11,16 +11,16 @@
 
 namespace kvserve {
 
-namespace {
-
-std::string Num(int64_t v) { return std::to_string(v); }
-
 // Requests with different salts must never share blocks: the salt is part of the namespace.
 // The separator (ASCII unit separator) does not occur in model names.
 std::string CacheNamespace(const std::string& model_namespace, const std::string& salt) {
   if (salt.empty()) return model_namespace;
   return model_namespace + "\x1f" + salt;
 }
+
+namespace {
+
+std::string Num(int64_t v) { return std::to_string(v); }
 
 bool Contains(const std::vector<TokenId>& ids, TokenId token) {
   return std::find(ids.begin(), ids.end(), token) != ids.end();

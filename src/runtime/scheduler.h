@@ -21,6 +21,11 @@
 
 namespace kvserve {
 
+// A request's prefix-cache namespace: the model namespace, and the cache salt when there is
+// one (requests of different namespaces never share blocks).
+std::string CacheNamespace(const std::string& model_namespace, const std::string& salt);
+
+
 enum class SchedulingPolicy {
   kFcfs,      // waiting requests by arrival
   kPriority,  // by (priority, arrival): lower priority value first, as vLLM
