@@ -42,8 +42,8 @@ OpenAiServer::OpenAiServer(ServerOptions options, Engine* engine, const Tokenize
       const auto num_tokens = static_cast<int64_t>(ids->size());
       auto out = options_.embedder->Embed({*std::move(ids)});
       if (!out.ok()) return out.status();
-      metrics_.record_embedding(/*api=*/false, 1, num_tokens,
-                                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+      metrics_.record_embedding(/*api=*/false, 1, num_tokens, took.count());
       return std::move(out->front());
     };
   }
