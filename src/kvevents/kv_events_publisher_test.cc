@@ -14,34 +14,14 @@
 
 #include <msgpack.hpp>
 
+#include "kvevents/testing/zmq_receive.h"
+
 
 namespace kvserve {
 namespace {
 
-uint64_t FromBigEndian(const std::string& b) {
-  uint64_t v = 0;
-  for (char c : b) v = (v << 8) | static_cast<unsigned char>(c);
-  return v;
-}
-
-// One multipart message, or empty after `timeout_ms`.
-std::vector<std::string> Receive(void* socket, int timeout_ms = 5000) {
-  zmq_setsockopt(socket, ZMQ_RCVTIMEO, &timeout_ms, sizeof(timeout_ms));
-  std::vector<std::string> frames;
-  int more = 1;
-  while (more) {
-    zmq_msg_t msg;
-    zmq_msg_init(&msg);
-    if (zmq_msg_recv(&msg, socket, 0) < 0) {
-      zmq_msg_close(&msg);
-      return {};
-    }
-    frames.emplace_back(static_cast<const char*>(zmq_msg_data(&msg)), zmq_msg_size(&msg));
-    more = zmq_msg_more(&msg);
-    zmq_msg_close(&msg);
-  }
-  return frames;
-}
+using testing::FromBigEndian;
+using testing::Receive;
 
 // A subscriber's view of one batch.
 struct Decoded {

@@ -246,6 +246,23 @@ Status ApplyPostProcessor(const Json& post, VocabSpec* spec) {
   return OkStatus();
 }
 
+// tokenizer.json's added_tokens (special ones are control tokens) placed at their ids.
+Status AddAddedTokens(const Json& added, VocabSpec* spec) {
+  const int64_t max_id = std::min<int64_t>(
+      kMaxTokenId, 2 * static_cast<int64_t>(spec->tokens.size() + added.size()) + 1024);
+  for (const Json& token : added) {
+    if (!token.is_object() || !token.contains("id") || !token["id"].is_number_integer() ||
+        !token.contains("content") || !token["content"].is_string()) {
+      return InvalidArgumentError("added_tokens entry without integer id and string content");
+    }
+    const TokenType type =
+        token.value("special", false) ? TokenType::kControl : TokenType::kUserDefined;
+    KV_RETURN_IF_ERROR(PlaceToken(spec, token["id"].get<int64_t>(),
+                                  token["content"].get<std::string>(), type, max_id));
+  }
+  return OkStatus();
+}
+
 // BERT's tokenizer.json: a WordPiece model, BertNormalizer, BertPreTokenizer, [CLS] $A [SEP].
 StatusOr<VocabSpec> ParseWordPieceTokenizerJson(const Json& root, const Json& model) {
   const Json& normalizer = root.value("normalizer", Json());
@@ -269,18 +286,7 @@ StatusOr<VocabSpec> ParseWordPieceTokenizerJson(const Json& root, const Json& mo
   if (!added.is_array()) return InvalidArgumentError("added_tokens is not an array");
   VocabSpec raw;
   KV_RETURN_IF_ERROR(AddVocab(model["vocab"], static_cast<int64_t>(added.size()), &raw));
-  const int64_t max_id = std::min<int64_t>(
-      kMaxTokenId, 2 * static_cast<int64_t>(raw.tokens.size() + added.size()) + 1024);
-  for (const Json& token : added) {
-    if (!token.is_object() || !token.contains("id") || !token["id"].is_number_integer() ||
-        !token.contains("content") || !token["content"].is_string()) {
-      return InvalidArgumentError("added_tokens entry without integer id and string content");
-    }
-    const TokenType type =
-        token.value("special", false) ? TokenType::kControl : TokenType::kUserDefined;
-    KV_RETURN_IF_ERROR(PlaceToken(&raw, token["id"].get<int64_t>(),
-                                  token["content"].get<std::string>(), type, max_id));
-  }
+  KV_RETURN_IF_ERROR(AddAddedTokens(added, &raw));
   for (size_t i = 0; i < raw.tokens.size(); ++i) {
     if (raw.token_types[i] == TokenType::kUnused) {
       return InvalidArgumentError("tokenizer.json: the WordPiece vocabulary has no token " +
@@ -324,18 +330,7 @@ StatusOr<VocabSpec> ParseTokenizerJsonImpl(const Json& root) {
   if (!model.contains("merges")) return InvalidArgumentError("tokenizer.json model has no merges");
   KV_RETURN_IF_ERROR(AddMerges(model["merges"], &spec));
   spec.bpe_ignore_merges = model.value("ignore_merges", false);
-  const int64_t max_id = std::min<int64_t>(
-      kMaxTokenId, 2 * static_cast<int64_t>(spec.tokens.size() + added.size()) + 1024);
-  for (const Json& token : added) {
-    if (!token.is_object() || !token.contains("id") || !token["id"].is_number_integer() ||
-        !token.contains("content") || !token["content"].is_string()) {
-      return InvalidArgumentError("added_tokens entry without integer id and string content");
-    }
-    const TokenType type =
-        token.value("special", false) ? TokenType::kControl : TokenType::kUserDefined;
-    KV_RETURN_IF_ERROR(PlaceToken(&spec, token["id"].get<int64_t>(),
-                                  token["content"].get<std::string>(), type, max_id));
-  }
+  KV_RETURN_IF_ERROR(AddAddedTokens(added, &spec));
   if (model.contains("unk_token") && model["unk_token"].is_string()) {
     spec.unk_id = FindToken(spec, model["unk_token"].get<std::string>());
   }
