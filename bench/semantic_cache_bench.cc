@@ -5,6 +5,7 @@
 // unit vectors of --dim values (384: all-MiniLM-L6-v2's and bge-small's size), one scope.
 //
 //   semantic_cache_bench [--sizes 10000,100000,1000000] [--dim 384] [--lookups 2000]
+//                        [--ef-search 64]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> sizes = {10000, 100000, 1000000};
   int dim = 384;
   int lookups = 2000;
+  int ef_search = SemanticCacheOptions{}.hnsw_ef_search;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--sizes") {
@@ -63,8 +65,11 @@ int main(int argc, char** argv) {
       dim = std::atoi(argv[i + 1]);
     } else if (flag == "--lookups") {
       lookups = std::atoi(argv[i + 1]);
+    } else if (flag == "--ef-search") {
+      ef_search = std::atoi(argv[i + 1]);
     } else {
-      std::fprintf(stderr, "usage: %s [--sizes N,...] [--dim D] [--lookups K]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--sizes N,...] [--dim D] [--lookups K] [--ef-search E]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -74,6 +79,7 @@ int main(int argc, char** argv) {
     SemanticCacheOptions o;
     o.max_entries = n;
     o.dim = dim;
+    o.hnsw_ef_search = ef_search;
     SemanticCache cache(o);
     const Hash128 scope = HashText("bench scope");
     std::mt19937_64 rng(42);

@@ -55,6 +55,7 @@ struct ServeOptions {
   float semantic_cache_threshold = 0.96f;
   int64_t semantic_cache_max_entries = 100000;
   double semantic_cache_ttl_s = 3600.0;
+  int32_t semantic_cache_ef_search = semcache::SemanticCacheOptions{}.hnsw_ef_search;
   // An embedding model beside the generator (/v1/embeddings and semantic cache hits).
   std::string embedding_model_path;
   std::string embedding_model_name;  // empty: the path
@@ -313,6 +314,7 @@ int RunServe(const ServeOptions& o) {
     semcache::SemanticCacheOptions sco;
     sco.max_entries = o.semantic_cache_max_entries;
     sco.ttl_seconds = o.semantic_cache_ttl_s;
+    sco.hnsw_ef_search = o.semantic_cache_ef_search;
     if (embedder != nullptr) sco.dim = static_cast<int32_t>(embedder->dim());
     so.response_cache.cache = std::make_shared<semcache::SemanticCache>(sco);
     so.response_cache.threshold = o.semantic_cache_threshold;
@@ -485,6 +487,11 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                   "such as '{\"enable_kv_cache_events\": true, \"endpoint\": \"tcp://*:5557\", "
                   "\"topic\": \"kv@pod@model\", \"replay_endpoint\": \"tcp://*:5558\"}' "
                   "(ZeroMQ PUB, msgpack; see docs/kv-events.md)");
+  cmd->add_option("--semantic-cache-ef-search", o->semantic_cache_ef_search,
+                  "HNSW search breadth of semantic lookups: higher finds more of the stored "
+                  "neighbours in large caches, at a cost about linear in it")
+      ->capture_default_str()
+      ->check(CLI::Range(8, 4096));
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout_s,
                   "On SIGTERM/SIGINT: seconds in-flight requests may take to finish before they "
                   "are aborted")
