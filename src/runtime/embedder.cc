@@ -61,7 +61,8 @@ StatusOr<std::vector<TokenId>> Embedder::Tokenize(std::string_view text,
 }
 
 StatusOr<std::vector<std::vector<float>>> Embedder::Embed(
-    const std::vector<std::vector<TokenId>>& inputs) const {
+    const std::vector<std::vector<TokenId>>& inputs,
+    const std::function<bool()>& cancelled) const {
   const int64_t dim = bert_->dim();
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto n = static_cast<int64_t>(inputs[i].size());
@@ -79,6 +80,10 @@ StatusOr<std::vector<std::vector<float>>> Embedder::Embed(
   std::vector<int64_t> starts;
   std::vector<float> pooled;
   while (next < inputs.size()) {
+    if (cancelled != nullptr && cancelled()) {
+      return CancelledError("embedding stopped after " + std::to_string(next) + " of " +
+                            std::to_string(inputs.size()) + " inputs");
+    }
     // A batch: inputs from `next` while they fit max_batch_tokens_ (at least one).
     tokens.clear();
     starts.assign(1, 0);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -62,9 +63,11 @@ class Embedder {
                                           int64_t max_tokens = 0) const;
 
   // One embedding of dim() values per input, in order. InvalidArgument for an empty input, a
-  // token outside the vocabulary or (kError) an input longer than max_tokens().
+  // token outside the vocabulary or (kError) an input longer than max_tokens(). `cancelled`,
+  // when given, is asked before each batch: true stops with Cancelled (a client that left).
   StatusOr<std::vector<std::vector<float>>> Embed(
-      const std::vector<std::vector<TokenId>>& inputs) const;
+      const std::vector<std::vector<TokenId>>& inputs,
+      const std::function<bool()>& cancelled = nullptr) const;
   // Tokenize + Embed for one text.
   StatusOr<std::vector<float>> EmbedText(std::string_view text, EmbedTruncation truncation) const;
 

@@ -125,6 +125,18 @@ TEST(EmbedderTest, ConcurrentCallersGetTheSameAnswers) {
   for (int m : mismatches) EXPECT_EQ(m, 0);
 }
 
+TEST(EmbedderTest, StopsBetweenBatchesWhenCancelled) {
+  auto e = MakeEmbedder(32);  // one input per batch
+  std::vector<std::vector<TokenId>> inputs;
+  for (const std::string& t : kTexts) inputs.push_back(*e->Tokenize(t, EmbedTruncation::kError));
+  int asked = 0;
+  auto out = e->Embed(inputs, [&] { return ++asked > 2; });
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(asked, 3);  // two batches ran, the third was not started
+  EXPECT_TRUE(e->Embed(inputs, [] { return false; }).ok());
+}
+
 TEST(EmbedderTest, Errors) {
   auto e = MakeEmbedder(4096);
   EXPECT_FALSE(e->Embed({{}}).ok());                                   // empty input

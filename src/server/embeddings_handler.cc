@@ -20,7 +20,7 @@ constexpr int64_t kMaxEmbeddingTokensPerRequest = 300000;
 
 }  // namespace
 
-void OpenAiServer::handle_embeddings(const Request& req, Response& res) {
+void OpenAiServer::handle_embeddings(const Request& req, Response& res, const Writer& writer) {
   const Embedder* embedder = options_.embedder.get();
   if (embedder == nullptr) {
     reply_error(res, 404,
@@ -108,7 +108,8 @@ void OpenAiServer::handle_embeddings(const Request& req, Response& res) {
     return;
   }
   const auto start = std::chrono::steady_clock::now();
-  auto embeddings = embedder->Embed(inputs);
+  // A client that leaves stops the work between batches (its answer would go nowhere).
+  auto embeddings = embedder->Embed(inputs, [&writer] { return writer.client_gone(); });
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   release(1);

@@ -200,8 +200,8 @@ void OpenAiServer::install_routes() {
   route("POST", "/v1/chat/completions", [this](const Request& req, Response& res, Writer& w) {
     handle_generate(req, res, w, /*chat=*/true);
   });
-  route("POST", "/v1/embeddings", [this](const Request& req, Response& res, Writer&) {
-    if (authorized(req, res)) handle_embeddings(req, res);
+  route("POST", "/v1/embeddings", [this](const Request& req, Response& res, Writer& w) {
+    if (authorized(req, res)) handle_embeddings(req, res, w);
   });
   route("POST", "/reset_prefix_cache", [this](const Request& req, Response& res, Writer&) {
     if (authorized(req, res)) handle_reset_prefix_cache(res);

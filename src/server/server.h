@@ -151,7 +151,7 @@ class OpenAiServer {
   void respond_from_cache(const GenerateRequest& request, const semcache::LookupResult& hit,
                           Response& res, Writer& writer);
   // POST /v1/embeddings (embeddings_handler.cc).
-  void handle_embeddings(const Request& req, Response& res);
+  void handle_embeddings(const Request& req, Response& res, const Writer& writer);
   void handle_tokenize(const Request& req, Response& res);
   // POST /reset_prefix_cache (vLLM's): empties the prefix cache when no request holds it.
   void handle_reset_prefix_cache(Response& res);
