@@ -40,11 +40,7 @@ int RunFleet(const SimCommandFlags& f, const std::vector<TraceRequest>& full_tra
     return ReportError(InvalidArgumentError(
         "--replicas: give one --kv-cache-blocks (each replica's capacity), not a sweep"));
   }
-  const std::vector<TraceRequest> trace(
-      full_trace.begin(),
-      full_trace.begin() + static_cast<long>(o.max_requests > 0
-                                                 ? std::min<size_t>(full_trace.size(), o.max_requests)
-                                                 : full_trace.size()));
+  const std::vector<TraceRequest> trace = sim::TraceHead(full_trace, o);
   // Default capacity: 10,000 blocks of 512 tokens per replica, in this block size.
   const int64_t capacity = o.capacities_blocks.empty()
                                ? std::max<int64_t>(1, 10000 * 512 / o.block_tokens)

@@ -10,7 +10,6 @@
 #include <nlohmann/json.hpp>
 
 #include "base/hash.h"
-#include "base/percentile.h"
 #include "base/str_format.h"
 #include "kv/radix_cache.h"
 #include "sim/replica.h"
@@ -38,12 +37,6 @@ void Follow(std::vector<KvCacheEvent> events, BlockSet* blocks) {
         break;
     }
   }
-}
-
-double Mean(const std::vector<double>& v) {
-  double sum = 0.0;
-  for (double x : v) sum += x;
-  return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
 }
 
 }  // namespace
@@ -218,11 +211,7 @@ StatusOr<FleetRow> SimulateFleet(const std::vector<TraceRequest>& trace, const S
     ttft_s.insert(ttft_s.end(), replica->ttft_s().begin(), replica->ttft_s().end());
   }
   KV_CHECK_EQ(f.num_requests + f.num_rejected, static_cast<int64_t>(trace.size()));
-  f.mean_queue_s = Mean(queue_s);
-  f.max_queue_s = queue_s.empty() ? 0.0 : *std::max_element(queue_s.begin(), queue_s.end());
-  f.p99_queue_s = Percentile(queue_s, 99.0);
-  f.mean_ttft_s = Mean(ttft_s);
-  f.p99_ttft_s = Percentile(ttft_s, 99.0);
+  SummarizeLatencies(queue_s, ttft_s, &f);
   out.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   f.elapsed_s = out.elapsed_s;
   return out;

@@ -23,6 +23,15 @@ double Mean(const std::vector<double>& v) {
 
 }  // namespace
 
+void SummarizeLatencies(const std::vector<double>& queue_s, const std::vector<double>& ttft_s,
+                        SimRow* row) {
+  row->mean_queue_s = Mean(queue_s);
+  row->max_queue_s = queue_s.empty() ? 0.0 : *std::max_element(queue_s.begin(), queue_s.end());
+  row->p99_queue_s = Percentile(queue_s, 99.0);
+  row->mean_ttft_s = Mean(ttft_s);
+  row->p99_ttft_s = Percentile(ttft_s, 99.0);
+}
+
 std::vector<size_t> ArrivalOrder(const std::vector<TraceRequest>& trace) {
   std::vector<size_t> order(trace.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -186,11 +195,7 @@ SimRow ReplicaSim::Finish() {
   KV_CHECK_EQ(st.prefix_queries, row.num_requests);
   row.readmit_queries_tokens = readmit_.prefix_queries_tokens;
   row.readmit_hits_tokens = readmit_.prefix_hits_tokens;
-  row.mean_queue_s = Mean(queue_s_);
-  row.max_queue_s = queue_s_.empty() ? 0.0 : *std::max_element(queue_s_.begin(), queue_s_.end());
-  row.p99_queue_s = Percentile(queue_s_, 99.0);
-  row.mean_ttft_s = Mean(ttft_s_);
-  row.p99_ttft_s = Percentile(ttft_s_, 99.0);
+  SummarizeLatencies(queue_s_, ttft_s_, &row);
   return row;
 }
 

@@ -69,6 +69,10 @@ inline double ArrivalSeconds(const TraceRequest& r) {
   return static_cast<double>(r.timestamp_ms) / 1000.0;
 }
 
+// row's queueing and TTFT figures (mean, max, p99) from the per-request values.
+void SummarizeLatencies(const std::vector<double>& queue_s, const std::vector<double>& ttft_s,
+                        SimRow* row);
+
 // Request indices in arrival order (stable for equal timestamps).
 std::vector<size_t> ArrivalOrder(const std::vector<TraceRequest>& trace);
 

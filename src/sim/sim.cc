@@ -174,15 +174,17 @@ SimRow SimulateUnbounded(const std::vector<TraceRequest>& trace, const SimOption
   return row;
 }
 
+std::vector<TraceRequest> TraceHead(const std::vector<TraceRequest>& trace, const SimOptions& o) {
+  const size_t n = o.max_requests > 0 ? std::min<size_t>(trace.size(), o.max_requests)
+                                      : trace.size();
+  return std::vector<TraceRequest>(trace.begin(), trace.begin() + static_cast<long>(n));
+}
+
 StatusOr<SimReport> RunSim(const std::vector<TraceRequest>& full_trace, const SimOptions& o) {
   KV_RETURN_IF_ERROR(ValidateSimOptions(o));
   SimReport rep;
   rep.options = o;
-  std::vector<TraceRequest> trace(
-      full_trace.begin(),
-      full_trace.begin() +
-          static_cast<long>(o.max_requests > 0 ? std::min<size_t>(full_trace.size(), o.max_requests)
-                                               : full_trace.size()));
+  const std::vector<TraceRequest> trace = TraceHead(full_trace, o);
   if (rep.options.capacities_blocks.empty()) {
     for (int64_t c : kDefaultSweep512) {
       rep.options.capacities_blocks.push_back(std::max<int64_t>(1, c * 512 / o.block_tokens));

@@ -138,6 +138,10 @@ struct SimReport {
   int threads = 1;
 };
 
+// The first options.max_requests requests of `trace` (all when 0): what every replay runs.
+std::vector<TraceRequest> TraceHead(const std::vector<TraceRequest>& trace,
+                                    const SimOptions& options);
+
 // Validates options (user errors -> InvalidArgument), then replays every capacity.
 StatusOr<SimReport> RunSim(const std::vector<TraceRequest>& trace, const SimOptions& options);
 
