@@ -18,6 +18,7 @@ PACKAGES=(
   libxxhash-dev                       # 128-bit hashes of semantic-cache scopes and keys
   libzmq3-dev libmsgpack-cxx-dev      # KV events (ZeroMQ PUB, msgpack) for cache-aware routers
   nginx-light                         # the scale-out recipe's proxy, tested (docs/scale-out.md)
+  libhiredis-dev redis-server         # the shared KV tier in Redis (--kv-redis), tested
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

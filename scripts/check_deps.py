@@ -21,7 +21,7 @@ ALLOWED = {
     "tokenizer": {"base"},
     "sampling": {"base"},
     "model": {"kernels", "kv", "tokenizer", "tensor", "base"},
-    "runtime": {"model", "kv", "sampling", "tokenizer", "grammar", "tensor", "base"},
+    "runtime": {"model", "kvtier", "kv", "sampling", "tokenizer", "grammar", "tensor", "base"},
     "eval": {"runtime", "model", "kv", "sampling", "tokenizer", "tensor", "base"},
     "trace": {"base"},
     "sim": {"runtime", "kv", "trace", "base"},
@@ -31,11 +31,12 @@ ALLOWED = {
     "grammar": {"base"},
     "semcache": {"kernels", "base"},
     "kvevents": {"kv", "base"},
+    "kvtier": {"kv", "base"},
     "http": {"base"},
-    "server": {"http", "runtime", "grammar", "toolcall", "semcache", "kvevents", "model", "kv", "sampling", "tokenizer",
+    "server": {"http", "runtime", "kvtier", "grammar", "toolcall", "semcache", "kvevents", "model", "kv", "sampling", "tokenizer",
                "tensor", "base"},
     "loadgen": {"trace", "base"},
-    "cli": {"server", "http", "chat", "toolcall", "grammar", "semcache", "kvevents", "loadgen", "eval", "sim", "trace", "plan", "runtime", "model", "kv",
+    "cli": {"server", "http", "chat", "toolcall", "grammar", "semcache", "kvevents", "kvtier", "loadgen", "eval", "sim", "trace", "plan", "runtime", "model", "kv",
             "sampling", "tokenizer", "kernels", "tensor", "base"},
 }
 

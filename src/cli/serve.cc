@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <memory>
@@ -28,6 +29,7 @@
 #include "runtime/embedder.h"
 #include "runtime/engine.h"
 #include "runtime/engine_policy.h"
+#include "runtime/kv_tiers_setup.h"
 #include "server/server.h"
 #include "toolcall/tool_call_parser.h"
 
@@ -61,6 +63,9 @@ struct ServeOptions {
   std::string embedding_model_name;  // empty: the path
   int embedding_threads = 0;         // 0: 1 beside a generator, all when serving it alone
   std::string kv_events_config;      // vLLM's --kv-events-config JSON; empty: off
+  // KV tiers beyond memory: --kv-offload-dir/--kv-offload-bytes (disk), --kv-redis.
+  KvTierFlags kv_tiers;
+  std::string kv_offload_bytes;  // parsed into kv_tiers.offload_bytes ("64G", "512MiB")
 };
 
 
@@ -107,6 +112,7 @@ struct GeneratorStack {
   std::optional<PagedKvCache> kv;
   std::unique_ptr<toolcall::ToolCallParser> tool_call_parser;
   std::shared_ptr<KvEventPublisher> kv_events;  // fed by the engine: outlives it
+  std::unique_ptr<KvTierManager> kv_tiers;      // used by the engine: outlives it
   std::unique_ptr<Engine> engine;
   std::string banner;  // the "serve: model ..." line
 };
@@ -190,6 +196,33 @@ Status SetUpGenerator(const ServeOptions& o, CommandModel loaded, int threads, S
   // Engine.
   EngineOptions eo;
   static_cast<EngineCoreOptions&>(eo) = config->core;
+
+  // KV tiers beyond memory: a disk folder that survives restarts, a Redis shared by replicas.
+  std::string tiers_banner = "KV tiers: memory only (--kv-offload-dir, --kv-redis)";
+  if (o.kv_tiers.enabled() || !o.kv_offload_bytes.empty()) {
+    KvTierFlags tf = o.kv_tiers;
+    if (!o.kv_offload_bytes.empty()) {
+      auto bytes = ParseByteSize(o.kv_offload_bytes);
+      if (!bytes.ok()) return InvalidArgumentError("--kv-offload-bytes: " + bytes.status().message());
+      tf.offload_bytes = *bytes;
+    }
+    uint64_t fingerprint = 0;
+    {
+      ProgressLine progress("KV tiers: fingerprinting the model");
+      fingerprint = KvTierFingerprint(*g->model, &tokenizer->spec(), *g->kv->storage,
+                                      progress.Callback());
+    }
+    auto tiers = CreateKvTiers(tf, fingerprint, *g->kv->storage);
+    if (!tiers.ok()) return tiers.status();
+    g->kv_tiers = std::move(tiers).value();
+    eo.kv_tiers = g->kv_tiers.get();
+    eo.kv_tier_load_timeout = std::chrono::milliseconds(tf.load_timeout_ms);
+    so->kv_tiers = g->kv_tiers.get();
+    // A file size limit (ulimit -f) then fails the write (EFBIG) instead of killing the server.
+    std::signal(SIGXFSZ, SIG_IGN);
+    tiers_banner = "KV tiers: " + g->kv_tiers->description() + "; loads wait at most " +
+                   std::to_string(tf.load_timeout_ms) + " ms";
+  }
   eo.tokenizer = tokenizer;
   eo.detokenize_special_ids = MarkupTokenIds(*tokenizer);
   if (g->kv_events != nullptr) {
@@ -231,14 +264,15 @@ Status SetUpGenerator(const ServeOptions& o, CommandModel loaded, int threads, S
   std::snprintf(line, sizeof(line),
                 "serve: model '%s'; max model len %lld tokens; --max-num-seqs %lld, "
                 "--max-num-batched-tokens %lld, --max-queue-len %lld; prefix caching %s, chunked "
-                "prefill %s; %d threads; API key %s; chat template: %s\nserve: %s\nserve: %s\n",
+                "prefill %s; %d threads; API key %s; chat template: %s\nserve: %s\nserve: %s\n"
+                "serve: %s\n",
                 name.c_str(), static_cast<long long>(c.max_model_len),
                 static_cast<long long>(sc.max_num_seqs),
                 static_cast<long long>(sc.max_num_batched_tokens),
                 static_cast<long long>(o.max_queue_len), eo.enable_prefix_caching ? "on" : "off",
                 sc.enable_chunked_prefill ? "on" : "off", threads,
                 o.api_key.empty() ? "off" : "required", chat->description().c_str(),
-                tools_banner.c_str(), kv_events_banner.c_str());
+                tools_banner.c_str(), kv_events_banner.c_str(), tiers_banner.c_str());
   g->banner = line;
   return OkStatus();
 }
@@ -487,6 +521,28 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                   "such as '{\"enable_kv_cache_events\": true, \"endpoint\": \"tcp://*:5557\", "
                   "\"topic\": \"kv@pod@model\", \"replay_endpoint\": \"tcp://*:5558\"}' "
                   "(ZeroMQ PUB, msgpack; see docs/kv-events.md)");
+  cmd->add_option("--kv-offload-dir", o->kv_tiers.offload_dir,
+                  "Disk tier: keep every full KV block of the prefix cache in this folder too "
+                  "(stored dtype, checksummed, keyed by the model's fingerprint), so blocks "
+                  "evicted from memory and those of an earlier run are read back instead of "
+                  "recomputed (see docs/kv-tiers.md)");
+  cmd->add_option("--kv-offload-bytes", o->kv_offload_bytes,
+                  "Disk tier budget (e.g. 20G): least recently used blocks are deleted beyond it");
+  cmd->add_option("--kv-redis", o->kv_tiers.redis_url,
+                  "Shared tier: publish full KV blocks to this Redis and fetch the ones memory "
+                  "and disk lack (redis://[:password@]host[:port][/db] or unix:///path); "
+                  "replicas of the same model share prefixes through it");
+  cmd->add_option("--kv-redis-ttl", o->kv_tiers.redis_ttl_seconds,
+                  "Seconds a block lives in Redis (0: until Redis evicts it; give Redis a "
+                  "maxmemory and an allkeys-lru policy for a byte budget)")
+      ->capture_default_str();
+  cmd->add_option("--kv-redis-timeout-ms", o->kv_tiers.redis_timeout_ms,
+                  "Per-command Redis timeout: a slower or absent Redis counts as a miss")
+      ->capture_default_str();
+  cmd->add_option("--kv-tier-load-timeout-ms", o->kv_tiers.load_timeout_ms,
+                  "Longest a request waits for its blocks from disk or Redis before it "
+                  "recomputes them")
+      ->capture_default_str();
   cmd->add_option("--semantic-cache-ef-search", o->semantic_cache_ef_search,
                   "HNSW search breadth of semantic lookups: higher finds more of the stored "
                   "neighbours in large caches, at a cost about linear in it")

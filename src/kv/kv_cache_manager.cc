@@ -34,6 +34,23 @@ struct Seq {
   QueryCounts query;
 };
 
+// `need` blocks from the pool (need <= pool.num_available()), evicting the tree's least
+// recently used unlocked leaves for what the free list lacks.
+std::vector<BlockId> TakeBlocks(BlockPool* pool, RadixCache* tree, int64_t need) {
+  const int64_t shortfall = need - pool->num_free();
+  if (shortfall > 0) {
+    const std::vector<BlockId> evicted = tree->evict(shortfall);
+    KV_CHECK_EQ(static_cast<int64_t>(evicted.size()), shortfall);
+    for (BlockId b : evicted) {
+      KV_CHECK_EQ(pool->ref_count(b), 0) << "evicted block " << b << " is referenced";
+      pool->set_cached(b, false);
+    }
+  }
+  std::vector<BlockId> ids;
+  ids.reserve(static_cast<size_t>(need));
+  KV_CHECK(pool->allocate(need, &ids));
+  return ids;
+}
 }  // namespace
 
 struct KvCacheManager::Impl {
@@ -64,6 +81,7 @@ struct KvCacheManager::Impl {
   std::unordered_map<SeqId, Seq> seqs;
   QueryCounts totals;
   std::vector<KvCacheEvent> events;  // recorded by the tree (options.record_events)
+  std::vector<StoredKvBlock> stored;  // options.record_stored_blocks
   int64_t num_queries = 0;
   int64_t num_hits = 0;
 };
@@ -80,6 +98,61 @@ KvCacheManager::KvCacheManager(const KvCacheManagerOptions& options) {
 }
 
 KvCacheManager::~KvCacheManager() = default;
+
+std::vector<StoredKvBlock> KvCacheManager::take_stored_blocks() {
+  std::vector<StoredKvBlock> out;
+  out.swap(impl_->stored);
+  return out;
+}
+
+int64_t KvCacheManager::import_blocks(
+    const std::string& cache_namespace, const std::vector<TokenId>& tokens, int64_t first_block,
+    int64_t num_blocks, const std::function<void(BlockId block, int64_t index)>& fill) {
+  Impl& im = *impl_;
+  if (!im.options.enable_prefix_caching || num_blocks <= 0) return 0;
+  const int64_t bs = block_size();
+  const int64_t end_block = first_block + num_blocks;
+  KV_CHECK(first_block >= 0 && end_block * bs <= static_cast<int64_t>(tokens.size()))
+      << "import of blocks [" << first_block << ", " << end_block << ") of " << tokens.size()
+      << " tokens";
+  const RadixCache::Match rm = im.tree.match(cache_namespace, tokens, end_block);
+  const auto matched = static_cast<int64_t>(rm.nodes.size());
+  if (matched < first_block || matched >= end_block) return 0;
+  // Hold the prefix it extends (as a sequence would) so that taking blocks cannot evict it.
+  for (RadixCache::NodeId n : rm.nodes) {
+    im.tree.lock(n);
+    im.pool.add_ref(im.tree.block(n));
+  }
+  const int64_t count = std::min(end_block - matched, im.pool.num_available());
+  std::vector<BlockId> ids = TakeBlocks(&im.pool, &im.tree, count);
+  const std::span<const TokenId> all(tokens);
+  RadixCache::NodeId parent = rm.nodes.empty() ? RadixCache::kNoNode : rm.nodes.back();
+  int64_t added = 0;
+  for (; added < count; ++added) {
+    const int64_t j = matched + added;
+    const BlockId b = ids[static_cast<size_t>(added)];
+    fill(b, j - first_block);
+    const RadixCache::InsertResult res = im.tree.insert(
+        cache_namespace, parent,
+        all.subspan(static_cast<size_t>(j * bs), static_cast<size_t>(bs)), b);
+    if (!res.inserted) break;  // a hash collision: stop here
+    im.pool.set_cached(b, true);
+    if (im.options.record_stored_blocks) {
+      const auto first = all.begin() + static_cast<std::ptrdiff_t>(j * bs);
+      im.stored.push_back({b, im.tree.block_hash(res.node),
+                           parent == RadixCache::kNoNode ? 0 : im.tree.block_hash(parent),
+                           std::vector<TokenId>(first, first + bs)});
+    }
+    parent = res.node;
+  }
+  // Every taken block returns: inserted ones become cached (evictable), the rest free.
+  im.pool.release_all(ids);
+  for (auto n = rm.nodes.rbegin(); n != rm.nodes.rend(); ++n) {
+    im.tree.unlock(*n);
+    im.pool.release(im.tree.block(*n));
+  }
+  return added;
+}
 
 std::vector<KvCacheEvent> KvCacheManager::take_events() {
   std::vector<KvCacheEvent> out;
@@ -186,19 +259,7 @@ bool KvCacheManager::allocate_slots(SeqId id, int64_t num_tokens) {
   const int64_t need = s.table.blocks_needed(num_tokens);
   if (need > 0) {
     if (!can_allocate(need)) return false;
-    const int64_t shortfall = need - im.pool.num_free();
-    if (shortfall > 0) {
-      const std::vector<BlockId> evicted = im.tree.evict(shortfall);
-      KV_CHECK_EQ(static_cast<int64_t>(evicted.size()), shortfall);
-      for (BlockId b : evicted) {
-        KV_CHECK_EQ(im.pool.ref_count(b), 0) << "evicted block " << b << " is referenced";
-        im.pool.set_cached(b, false);
-      }
-    }
-    std::vector<BlockId> ids;
-    ids.reserve(static_cast<size_t>(need));
-    KV_CHECK(im.pool.allocate(need, &ids));
-    s.table.append_blocks(ids);
+    s.table.append_blocks(TakeBlocks(&im.pool, &im.tree, need));
   }
   if (!s.admitted) {
     s.admitted = true;
@@ -240,6 +301,12 @@ void KvCacheManager::commit(SeqId id, const std::vector<TokenId>& tokens, int64_
     im.tree.lock(res.node);
     if (res.inserted) {
       im.pool.set_cached(b, true);
+      if (im.options.record_stored_blocks) {
+        const auto first = all.begin() + static_cast<std::ptrdiff_t>(j) * bs;
+        im.stored.push_back({b, im.tree.block_hash(res.node),
+                             parent == RadixCache::kNoNode ? 0 : im.tree.block_hash(parent),
+                             std::vector<TokenId>(first, first + bs)});
+      }
     } else {
       // Another sequence computed these tokens first: keep our copy in the table, hold theirs.
       const BlockId theirs = im.tree.block(res.node);

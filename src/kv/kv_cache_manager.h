@@ -29,6 +29,18 @@ struct KvCacheManagerOptions {
   // Record KV events (kv_events.h) for take_events(): blocks entering and leaving the prefix
   // cache, for `--kv-events-config`.
   bool record_events = false;
+  // Record each block entering the prefix cache for take_stored_blocks() (the KV tiers'
+  // write-through).
+  bool record_stored_blocks = false;
+};
+
+// A block that entered the prefix cache (record_stored_blocks): its KV is in `block` until
+// the next allocation that may evict it.
+struct StoredKvBlock {
+  BlockId block = kNoBlock;
+  uint64_t key = 0;         // PrefixBlockKey(NamespaceKey(ns), chain), as KvCacheEvent
+  uint64_t parent_key = 0;  // the block before it; 0 for a first block
+  std::vector<TokenId> tokens;
 };
 
 // Result of looking up a prompt.
@@ -153,6 +165,21 @@ class KvCacheManager {
   // The tree, for tests and diagnostics.
   const RadixCache& radix_cache() const;
   void check_invariants() const;
+
+  // The blocks that entered the prefix cache since the last call (record_stored_blocks),
+  // in order. Take them before the next allocation (schedule(), compaction) evicts any.
+  std::vector<StoredKvBlock> take_stored_blocks();
+
+  // KV tiers: adds blocks [first_block, first_block + num_blocks) of `tokens` (whole blocks of
+  // a prompt) to the prefix cache under `cache_namespace` as cached, evictable blocks, their
+  // KV written by fill(block id, index in [0, num_blocks)) first. The tree must hold blocks
+  // [0, first_block) of that prefix; blocks it already holds are skipped (not filled). Takes
+  // free blocks, else evicts least recently used cached ones (never the prefix it extends).
+  // Returns how many blocks were added: fewer when the pool runs short, 0 when the prefix
+  // before first_block is no longer cached or prefix caching is off.
+  int64_t import_blocks(const std::string& cache_namespace, const std::vector<TokenId>& tokens,
+                        int64_t first_block, int64_t num_blocks,
+                        const std::function<void(BlockId block, int64_t index)>& fill);
 
   // The events recorded since the last call (record_events; empty otherwise), in order.
   std::vector<KvCacheEvent> take_events();

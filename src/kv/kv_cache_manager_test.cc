@@ -507,3 +507,61 @@ TEST(KvCacheManagerTest, EventsReplayToTheCachesOwnBlocks) {
 
 }  // namespace
 }  // namespace kvserve
+
+namespace kvserve {
+namespace {
+
+// KV tiers: blocks loaded from disk or Redis enter the prefix cache as cached blocks that a
+// later match finds, filled before they are visible; the prefix they extend is never evicted.
+TEST(KvCacheManagerImportTest, ImportedBlocksAreMatchedAndEvictable) {
+  KvCacheManager kv({.num_blocks = 6, .block_size = 4, .record_stored_blocks = true});
+  const auto prompt = Range(1, 17);  // 4 full blocks + 1
+  std::vector<std::pair<BlockId, int64_t>> filled;
+  auto fill = [&](BlockId b, int64_t i) { filled.push_back({b, i}); };
+  // Blocks 0..3 from the tier into an empty cache.
+  EXPECT_EQ(kv.import_blocks("m", prompt, 0, 4, fill), 4);
+  kv.check_invariants();
+  ASSERT_EQ(filled.size(), 4u);
+  for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(filled[static_cast<size_t>(i)].second, i);
+  const std::vector<StoredKvBlock> stored = kv.take_stored_blocks();
+  ASSERT_EQ(stored.size(), 4u);
+  EXPECT_EQ(stored[0].parent_key, 0u);
+  EXPECT_EQ(stored[1].parent_key, stored[0].key);
+  EXPECT_EQ(stored[3].tokens, Range(13, 16));
+  PrefixMatch m = kv.match("m", prompt);
+  EXPECT_EQ(m.num_cached_tokens, 16);
+  EXPECT_EQ(kv.stats().blocks_cached, 4);
+  // Importing what is there already fills nothing.
+  filled.clear();
+  EXPECT_EQ(kv.import_blocks("m", prompt, 0, 4, fill), 0);
+  EXPECT_TRUE(filled.empty());
+  // Another namespace: its prefix before block 2 is not cached, so nothing can attach.
+  EXPECT_EQ(kv.import_blocks("other", prompt, 2, 2, fill), 0);
+  // A sequence using the imported prefix holds it like any cached prefix.
+  m = Admit(kv, 1, "m", prompt);
+  EXPECT_EQ(m.num_cached_tokens, 16);
+  Free(kv, 1);
+}
+
+TEST(KvCacheManagerImportTest, ImportsWhatThePoolCanHoldWithoutEvictingItsOwnPrefix) {
+  KvCacheManager kv({.num_blocks = 4, .block_size = 4});
+  const auto prompt = Range(1, 25);  // 6 full blocks + 1
+  // Blocks 0 and 1 computed by a request, then released (cached).
+  Admit(kv, 1, "m", Range(1, 9));
+  Free(kv, 1);
+  ASSERT_EQ(kv.match("m", prompt).num_cached_tokens, 8);
+  // Blocks 2..5 loaded: only 4 - 2 = 2 fit beside the prefix they extend, which stays.
+  int64_t fills = 0;
+  EXPECT_EQ(kv.import_blocks("m", prompt, 2, 4, [&](BlockId, int64_t) { ++fills; }), 2);
+  EXPECT_EQ(fills, 2);
+  kv.check_invariants();
+  EXPECT_EQ(kv.match("m", prompt).num_cached_tokens, 16);
+  // While a sequence holds every block, nothing can be imported.
+  Admit(kv, 2, "m", Range(100, 115));  // 4 blocks: evicts the whole cached prefix
+  EXPECT_EQ(kv.import_blocks("x", Range(200, 208), 0, 2, [&](BlockId, int64_t) { ++fills; }), 0);
+  EXPECT_EQ(fills, 2);
+  Free(kv, 2);
+}
+
+}  // namespace
+}  // namespace kvserve

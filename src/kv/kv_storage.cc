@@ -53,6 +53,61 @@ bool IsFp8(DType d) { return d == DType::kFp8E4M3 || d == DType::kFp8E5M2; }
 
 }  // namespace
 
+namespace {
+// Bytes of one block's rows in one plane of one layer, and of its int8 slot scales.
+int64_t BlockPageBytes(const KvCacheSpec& spec) {
+  return spec.block_size * spec.num_kv_heads * spec.head_dim * spec.value_bytes();
+}
+int64_t BlockScaleBytes(const KvCacheSpec& spec) {
+  return spec.dtype == DType::kI8 ? spec.block_size * spec.num_kv_heads * 4 : 0;
+}
+}  // namespace
+
+int64_t KvStorage::block_bytes() const {
+  const int64_t planes = has_v() ? 2 : 1;
+  return spec_.num_layers * planes * (BlockPageBytes(spec_) + BlockScaleBytes(spec_));
+}
+
+void KvStorage::CopyBlockOut(int64_t block, uint8_t* out) const {
+  KV_CHECK(block >= 0 && block < num_blocks_) << "block " << block;
+  const int64_t page = BlockPageBytes(spec_);
+  const int64_t scale = BlockScaleBytes(spec_);
+  for (const Layer& L : layers_) {
+    out = std::copy_n(L.k.get() + block * page, page, out);
+    if (has_v()) out = std::copy_n(L.v.get() + block * page, page, out);
+    if (scale > 0) {
+      const auto* ks = reinterpret_cast<const uint8_t*>(L.k_scales.get());
+      out = std::copy_n(ks + block * scale, scale, out);
+      if (has_v()) {
+        const auto* vs = reinterpret_cast<const uint8_t*>(L.v_scales.get());
+        out = std::copy_n(vs + block * scale, scale, out);
+      }
+    }
+  }
+}
+
+void KvStorage::CopyBlockIn(int64_t block, const uint8_t* in) {
+  KV_CHECK(block >= 0 && block < num_blocks_) << "block " << block;
+  const int64_t page = BlockPageBytes(spec_);
+  const int64_t scale = BlockScaleBytes(spec_);
+  for (Layer& L : layers_) {
+    std::copy_n(in, page, L.k.get() + block * page);
+    in += page;
+    if (has_v()) {
+      std::copy_n(in, page, L.v.get() + block * page);
+      in += page;
+    }
+    if (scale > 0) {
+      std::copy_n(in, scale, reinterpret_cast<uint8_t*>(L.k_scales.get()) + block * scale);
+      in += scale;
+      if (has_v()) {
+        std::copy_n(in, scale, reinterpret_cast<uint8_t*>(L.v_scales.get()) + block * scale);
+        in += scale;
+      }
+    }
+  }
+}
+
 StatusOr<std::unique_ptr<KvStorage>> KvStorage::Create(const KvCacheSpec& spec,
                                                        int64_t num_blocks) {
   KV_RETURN_IF_ERROR(spec.Validate());

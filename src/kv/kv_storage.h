@@ -100,6 +100,13 @@ class KvStorage {
   // Gather from `from`, then scatter to `to` (in place, overlapping or not).
   void MoveHeadSlots(int64_t layer, const std::vector<std::vector<int64_t>>& from,
                      const std::vector<std::vector<int64_t>>& to);
+  // KV tiers (disk, Redis): one block's bytes over all layers exactly as stored (any dtype,
+  // int8 slot scales included; fp8 head scales and channel norms are not per block: the
+  // tiers' model fingerprint covers them), copied out to and back in from a flat buffer of
+  // block_bytes(): per layer, K page rows, V page rows, K slot scales, V slot scales.
+  int64_t block_bytes() const;
+  void CopyBlockOut(int64_t block, uint8_t* out) const;
+  void CopyBlockIn(int64_t block, const uint8_t* in);
   // Dequantized K and V of one slot ([num_kv_heads * head_dim] each), for tests and tools.
   // MLA: k gets the latent row; v (may be null) a copy of it.
   void ReadSlot(int64_t layer, int64_t slot, float* k, float* v) const;

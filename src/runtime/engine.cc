@@ -289,6 +289,8 @@ void Engine::publish(const RequestOutput& out) {
   }
   ev.first_scheduled_time = live.first_scheduled_time;
   ev.num_cached_prompt_tokens = out.num_cached_prompt_tokens;
+  std::copy_n(out.num_cached_prompt_tokens_by_tier, kNumKvTiers,
+              ev.num_cached_prompt_tokens_by_tier);
   ev.num_kv_tokens_evicted = out.num_kv_tokens_evicted;
   num_generated_tokens_total_ += static_cast<int64_t>(out.new_token_ids.size());
   FinishReason finish = out.finish_reason;
@@ -376,6 +378,14 @@ void Engine::publish_stats() {
   s.clipped_values_total = kv_cache_->storage->quant_stats().total_clipped();
   s.grammar_tokens_total = core_->num_grammar_tokens_total();
   s.grammar_seconds_total = core_->grammar_seconds_total();
+  if (const KvTierConnector* t = core_->kv_tier_connector(); t != nullptr) {
+    s.kv_tier_engine = t->stats();
+    // The memory tier's own hits: every prefix hit the other tiers did not bring in.
+    KvTierEngineStats& e = s.kv_tier_engine;
+    e.hit_tokens[static_cast<int>(KvTier::kMemory)] =
+        std::max<int64_t>(0, ks.prefix_hits_tokens - e.hit_tokens[static_cast<int>(KvTier::kDisk)] -
+                                 e.hit_tokens[static_cast<int>(KvTier::kRedis)]);
+  }
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_ = s;
 }

@@ -56,6 +56,8 @@ struct StreamEvent {
   FinishReason finish_reason = FinishReason::kNone;  // kNone: more to come
   std::string error;                                 // with kError
   int64_t num_cached_prompt_tokens = 0;
+  // Of those, by the tier that held them (indexed by KvTier: memory, disk, Redis).
+  int64_t num_cached_prompt_tokens_by_tier[kNumKvTiers] = {};
   int64_t num_kv_tokens_evicted = 0;  // token eviction, on the finishing event
   EngineClock::time_point time;  // when the engine published it
   // When the request was first scheduled (left the waiting queue); set on every event after
@@ -87,6 +89,10 @@ struct EngineStats {
   // Structured output: tokens sampled under a grammar; seconds spent masking them.
   int64_t grammar_tokens_total = 0;
   double grammar_seconds_total = 0.0;
+  // KV tiers (--kv-offload-dir, --kv-redis): the engine side's counters (prompt tokens served
+  // per tier, blocks copied in and out, late loads). The stores' own counters change between
+  // steps: read them from KvTierManager::stats().
+  KvTierEngineStats kv_tier_engine;
 };
 
 namespace engine_internal {

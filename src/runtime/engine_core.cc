@@ -33,7 +33,13 @@ EngineCore::EngineCore(const EngineCoreOptions& options, LlamaModel* model, Page
   kvo.block_size = kv->spec.block_size;
   kvo.enable_prefix_caching = options.enable_prefix_caching;
   kvo.record_events = options.on_kv_events != nullptr;
+  kvo.record_stored_blocks = options.kv_tiers != nullptr;
   kv_ = std::make_unique<KvCacheManager>(kvo);
+  if (options.kv_tiers != nullptr) {
+    KV_CHECK_EQ(options.kv_tiers->block_bytes(), kv->storage->block_bytes());
+    tiers_ = std::make_unique<KvTierConnector>(options.kv_tiers, kv->spec.block_size,
+                                               options.kv_tier_load_timeout);
+  }
   runner_ = std::make_unique<ModelRunner>(model, kv->storage.get(), pool,
                                           options.grammar_vocabulary);
 #ifndef NDEBUG
@@ -88,7 +94,9 @@ bool EngineCore::reset_prefix_cache() {
 EngineCoreStep EngineCore::step() {
   EngineCoreStep result;
   if (!scheduler_->has_unfinished()) return result;
+  if (tiers_) tiers_->before_schedule(scheduler_.get(), kv_.get(), kv_cache_->storage.get());
   const SchedulerOutput out = scheduler_->schedule();
+  if (tiers_) tiers_->after_schedule(out, *scheduler_);
   result.scheduled_time = std::chrono::steady_clock::now();
   result.num_scheduled_tokens = out.num_scheduled_tokens;
   if (out.seqs.empty()) return result;
@@ -108,6 +116,8 @@ EngineCoreStep EngineCore::step() {
     }
     scheduler_->update(out, ModelOutput{});
   }
+  // Before compaction's allocations can evict what just entered the prefix cache.
+  if (tiers_) tiers_->after_update(kv_.get(), *kv_cache_->storage, &result.outputs);
   compact_due_sequences(out);
   if (options_.check_invariants) scheduler_->check_invariants();
   publish_kv_events();

@@ -17,7 +17,9 @@
 #include "kv/kv_stats.h"
 #include "model/llama.h"
 #include "runtime/kv_cache_config.h"
+#include "kvtier/kv_tier_manager.h"
 #include "runtime/kv_compaction.h"
+#include "runtime/kv_tier_connector.h"
 #include "runtime/model_runner.h"
 #include "runtime/request.h"
 #include "runtime/scheduler.h"
@@ -41,6 +43,11 @@ struct EngineCoreOptions {
   // removed, and this gets each step's events (engine thread; only when there are some).
   // It must return quickly (queue them).
   std::function<void(std::vector<KvCacheEvent>)> on_kv_events;
+  // KV tiers (`--kv-offload-dir`, `--kv-redis`): not owned, must outlive the core; null: the
+  // memory tier only. A waiting request whose prompt continues into a tier is held out of
+  // scheduling while its blocks load, at most kv_tier_load_timeout (then it recomputes).
+  KvTierManager* kv_tiers = nullptr;
+  std::chrono::milliseconds kv_tier_load_timeout{2000};
 };
 
 // What one step() did.
@@ -105,6 +112,9 @@ class EngineCore {
 
   void check_invariants() const { scheduler_->check_invariants(); }
 
+  // KV tiers: the engine side's counters; null without tiers.
+  const KvTierConnector* kv_tier_connector() const { return tiers_.get(); }
+
  private:
   EngineCore(const EngineCoreOptions& options, LlamaModel* model, PagedKvCache* kv,
              ThreadPool* pool);
@@ -120,6 +130,7 @@ class EngineCore {
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<KvTierConnector> tiers_;  // with options_.kv_tiers
 };
 
 }  // namespace kvserve

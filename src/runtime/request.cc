@@ -54,6 +54,12 @@ const std::vector<uint64_t>& Request::block_hashes(int64_t num_blocks, int64_t b
   return block_hashes_;
 }
 
+void Request::set_held(bool held) {
+  KV_CHECK(status_ == RequestStatus::kWaiting || status_ == RequestStatus::kPreempted || !held)
+      << "request " << id_ << " held while " << RequestStatusName(status_);
+  held_ = held;
+}
+
 void Request::start_running(int64_t num_cached_tokens) {
   KV_CHECK(status_ == RequestStatus::kWaiting || status_ == RequestStatus::kPreempted)
       << "request " << id_ << " started while " << RequestStatusName(status_);
@@ -61,6 +67,7 @@ void Request::start_running(int64_t num_cached_tokens) {
   if (status_ == RequestStatus::kWaiting) {
     num_cached_prompt_tokens_ = std::min(num_cached_tokens, num_prompt_tokens());
   }
+  KV_CHECK(!held_) << "request " << id_ << " started while held";
   status_ = RequestStatus::kRunning;
   num_computed_tokens_ = num_cached_tokens;
   num_cached_tokens_ = num_cached_tokens;

@@ -111,6 +111,8 @@ class Request {
   int64_t prompt_logits_next() const { return prompt_logits_next_; }
 
   bool is_finished() const { return status_ == RequestStatus::kFinished; }
+  // Held out of scheduling while waiting (its prompt's KV is being loaded from a KV tier).
+  bool held() const { return held_; }
 
   // --- Token eviction ---
   // Slots its block table holds: num_computed_tokens() until a compaction dropped some.
@@ -151,6 +153,8 @@ class Request {
   void append_output_token(TokenId token);
   // The EOS or stop token that is finishing the request.
   void set_stop_token(TokenId token);
+  // Waiting or preempted: held out of scheduling, or released.
+  void set_held(bool held);
   // Any state -> finished (its blocks must already be freed).
   void finish(FinishReason reason);
   // Running: its table was compacted to num_kv_slots slots (layer_key_begin as
@@ -172,6 +176,7 @@ class Request {
   RequestStatus status_ = RequestStatus::kWaiting;
   FinishReason finish_reason_ = FinishReason::kNone;
   TokenId stop_token_id_ = kNoToken;
+  bool held_ = false;
   int64_t num_preemptions_ = 0;
   int64_t prompt_logits_next_ = 0;
   int64_t num_dropped_slots_ = 0;  // computed tokens minus slots held

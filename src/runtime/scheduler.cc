@@ -273,6 +273,10 @@ SchedulerOutput Scheduler::schedule() {
   while (!preempted_any && next < waiting_.size() && budget_tokens > 0 &&
          num_running() < config_.max_num_seqs) {
     Request* r = waiting_[next];
+    if (r->held()) {
+      ++next;
+      continue;
+    }
     const PrefixMatch match =
         kv_->match(r->cache_namespace(), r->all_token_ids(), max_cached_tokens(*r));
     KV_CHECK(match.num_cached_tokens >= 0 && match.num_cached_tokens < r->num_tokens())
@@ -429,6 +433,30 @@ void Scheduler::remove(Request* r, FinishReason reason) {
   r->finish(reason);
   finished_since_schedule_.push_back(r->id());
   requests_.erase(r->id());
+}
+
+bool Scheduler::set_held(SeqId id, bool held) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return false;
+  Request* r = it->second.get();
+  if (r->status() != RequestStatus::kWaiting && r->status() != RequestStatus::kPreempted) {
+    return false;
+  }
+  r->set_held(held);
+  return true;
+}
+
+const std::vector<uint64_t>& Scheduler::block_hashes(SeqId id, int64_t num_blocks) {
+  auto it = requests_.find(id);
+  KV_CHECK(it != requests_.end()) << "block_hashes of unknown request " << id;
+  return it->second->block_hashes(num_blocks, kv_->block_size());
+}
+
+std::vector<SeqId> Scheduler::waiting_ids() const {
+  std::vector<SeqId> ids;
+  ids.reserve(waiting_.size());
+  for (const Request* r : waiting_) ids.push_back(r->id());
+  return ids;
 }
 
 const Request* Scheduler::request(SeqId id) const {

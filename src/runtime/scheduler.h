@@ -17,6 +17,7 @@
 
 #include "base/status.h"
 #include "kv/kv_cache_manager.h"
+#include "kvtier/kv_block_store.h"
 #include "runtime/request.h"
 
 namespace kvserve {
@@ -103,6 +104,9 @@ struct RequestOutput {
   std::string error;                   // with kError: what failed
   TokenId stop_token_id = kNoToken;    // the EOS / stop token that finished it (kept in output)
   int64_t num_cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
+  // Of those, by the tier that held them before the request ran (indexed by KvTier: memory,
+  // disk, Redis); set by the engine core's KV tier connector, else all memory.
+  int64_t num_cached_prompt_tokens_by_tier[kNumKvTiers] = {};
   // When finished by update(): the sequence's KV footprint just before its blocks returned
   // (tokens holding KV, blocks of its table).
   int64_t num_kv_tokens = 0;
@@ -181,6 +185,17 @@ class Scheduler {
   bool finish_request(SeqId id, FinishReason reason);
   bool abort_request(SeqId id) { return finish_request(id, FinishReason::kAbort); }
 
+  // A held waiting request is skipped by schedule() (others may overtake it) until released:
+  // the engine holds one while its prompt's KV is loaded from a KV tier. False when the id is
+  // not a waiting request.
+  bool set_held(SeqId id, bool held);
+  // Request::block_hashes of a known request (the memo the scheduler keeps).
+  const std::vector<uint64_t>& block_hashes(SeqId id, int64_t num_blocks);
+  // Waiting requests (preempted ones included), in queue order.
+  std::vector<SeqId> waiting_ids() const;
+  // Tokens of `r` the prefix cache may serve (a request wanting prompt logits recomputes the
+  // positions they come from).
+  int64_t max_cached_tokens(const Request& r) const;
   SchedulerOutput schedule();
   // Advances the scheduled requests by their new tokens, commits them to the cache, appends
   // sampled tokens, applies the token-level stop conditions and frees finished requests.
@@ -216,9 +231,6 @@ class Scheduler {
   // Preempts a running request; if it was already scheduled in `out`, takes it out again
   // and gives its tokens back to *budget_tokens.
   void preempt(Request* victim, SchedulerOutput* out, int64_t* budget_tokens);
-  // Tokens of `r` the prefix cache may serve (a request wanting prompt logits recomputes the
-  // positions they come from).
-  int64_t max_cached_tokens(const Request& r) const;
   // Whether a step that brings r to num_computed tokens samples: it reaches the end of its
   // known tokens and r is not a scoring request.
   bool samples(const Request& r, int64_t num_computed) const {

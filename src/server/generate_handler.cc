@@ -49,6 +49,7 @@ struct OpenAiServer::Generation {
     std::string text;  // all text so far
     int64_t num_tokens = 0;
     int64_t num_cached_tokens = 0;
+    int64_t num_cached_tokens_by_tier[kNumKvTiers] = {};
     int64_t num_kv_tokens_evicted = 0;
     KvEvictionMethod kv_eviction = KvEvictionMethod::kNone;
     FinishReason finish = FinishReason::kNone;
@@ -149,7 +150,10 @@ struct OpenAiServer::Generation {
       }
     }
     c.num_tokens += static_cast<int64_t>(ev.token_ids.size());
-    c.num_cached_tokens = std::max(c.num_cached_tokens, ev.num_cached_prompt_tokens);
+    if (ev.num_cached_prompt_tokens >= c.num_cached_tokens) {
+      c.num_cached_tokens = ev.num_cached_prompt_tokens;
+      std::copy_n(ev.num_cached_prompt_tokens_by_tier, kNumKvTiers, c.num_cached_tokens_by_tier);
+    }
     c.num_kv_tokens_evicted = std::max(c.num_kv_tokens_evicted, ev.num_kv_tokens_evicted);
     c.text += ev.text;
     if (ev.finished()) {
@@ -229,6 +233,7 @@ struct OpenAiServer::Generation {
 
   Json usage() const {
     int64_t prompt = 0, completion = 0, cached = 0, evicted = 0;
+    int64_t by_tier[kNumKvTiers] = {};
     for (int64_t len : prompt_lengths) prompt += len;
     std::vector<bool> counted(prompt_lengths.size(), false);
     for (const Choice& c : choices) {
@@ -237,9 +242,11 @@ struct OpenAiServer::Generation {
       if (!counted[static_cast<size_t>(c.prompt_index)]) {
         counted[static_cast<size_t>(c.prompt_index)] = true;
         cached += c.num_cached_tokens;
+        for (int t = 0; t < kNumKvTiers; ++t) by_tier[t] += c.num_cached_tokens_by_tier[t];
       }
     }
-    return openai::Usage(prompt, completion, cached, evicted);
+    return openai::Usage(prompt, completion, cached, evicted,
+                         server->options_.kv_tiers != nullptr ? by_tier : nullptr);
   }
 
   Json chunk_base() const {

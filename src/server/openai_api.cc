@@ -569,11 +569,17 @@ int64_t UnixNow() {
 }
 
 Json Usage(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens,
-           int64_t kv_tokens_evicted) {
+           int64_t kv_tokens_evicted, const int64_t* cached_by_tier) {
+  Json details = {{"cached_tokens", cached_tokens}};
+  if (cached_by_tier != nullptr) {
+    details["cached_tokens_by_tier"] = {{"memory", cached_by_tier[0]},
+                                        {"disk", cached_by_tier[1]},
+                                        {"redis", cached_by_tier[2]}};
+  }
   return Json{{"prompt_tokens", prompt_tokens},
               {"completion_tokens", completion_tokens},
               {"total_tokens", prompt_tokens + completion_tokens},
-              {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}},
+              {"prompt_tokens_details", details},
               {"kv_tokens_evicted", kv_tokens_evicted}};
 }
 

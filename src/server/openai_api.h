@@ -143,8 +143,11 @@ Json ErrorBody(int http_status, const std::string& message, const std::string& p
 // usage: {"prompt_tokens", "completion_tokens", "total_tokens",
 // "prompt_tokens_details": {"cached_tokens"}}.
 // kv_tokens_evicted: tokens whose KV token eviction dropped (kvserve's extension; 0 without it).
+// cached_by_tier (a server with KV tiers): prompt_tokens_details also gets
+// "cached_tokens_by_tier": {"memory", "disk", "redis"}, where each cached token was held
+// before the request ran (kvserve's extension; they sum to cached_tokens).
 Json Usage(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens,
-           int64_t kv_tokens_evicted = 0);
+           int64_t kv_tokens_evicted = 0, const int64_t* cached_by_tier = nullptr);
 
 // A token's logprob entry for chat ({"token", "logprob", "bytes", "top_logprobs"}).
 struct TokenText {

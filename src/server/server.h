@@ -30,6 +30,7 @@
 #include "http/http_server.h"
 #include "kv/kv_storage.h"
 #include "kvevents/kv_events_publisher.h"
+#include "kvtier/kv_tier_manager.h"
 #include "runtime/embedder.h"
 #include "runtime/engine.h"
 #include "server/generate_request.h"
@@ -77,6 +78,10 @@ struct ServerOptions {
   std::string embedding_model_name;
   // The KV events publisher the engine feeds (--kv-events-config), for /metrics; may be null.
   std::shared_ptr<const KvEventPublisher> kv_events;
+  // The engine's KV tiers (disk, Redis), or null: /metrics reads their counters live (writes
+  // finish after the step that offered them) and usage reports cached tokens per tier. Not
+  // owned; must outlive the server.
+  const KvTierManager* kv_tiers = nullptr;
   KvCacheInfo kv;
   KvEvictionPolicy kv_policy;        // the default of requests without "kv_policy"
   // The kernels' instruction-set level in use and the best this CPU has (kernels::SimdLevelName,

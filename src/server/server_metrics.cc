@@ -8,6 +8,100 @@
 
 namespace kvserve {
 
+namespace {
+
+// The KV tiers beyond memory (--kv-offload-dir, --kv-redis): which tier served each cached
+// prompt token, and each tier's traffic, latency, failures and occupancy.
+void WriteKvTierMetrics(const EngineStats& st, const KvTierStats& tiers, PrometheusWriter* w) {
+  const KvTierEngineStats& e = st.kv_tier_engine;
+  w->family("prefix_cache_tier_hit_tokens_total", "counter",
+            "Prompt tokens served from the prefix cache, by the tier that held them when the "
+            "request arrived: memory, disk (--kv-offload-dir), redis (--kv-redis). Recomputed "
+            "tokens are prefix_cache_miss_tokens_total.");
+  for (int t = 0; t < kNumKvTiers; ++t) {
+    w->sample("prefix_cache_tier_hit_tokens_total", static_cast<double>(e.hit_tokens[t]),
+              {{"tier", KvTierName(static_cast<KvTier>(t))}});
+  }
+  struct Family {
+    const char* name;
+    const char* type;
+    const char* help;
+    double (*value)(const KvTierCounters&);
+  };
+  static const Family kFamilies[] = {
+      {"kv_tier_blocks_written_total", "counter", "Blocks written to the tier (write-through).",
+       [](const KvTierCounters& c) { return static_cast<double>(c.blocks_written); }},
+      {"kv_tier_written_bytes_total", "counter", "Bytes written to the tier.",
+       [](const KvTierCounters& c) { return static_cast<double>(c.bytes_written); }},
+      {"kv_tier_write_errors_total", "counter",
+       "Writes that failed (disk full, Redis down or slow); the block stays in memory only.",
+       [](const KvTierCounters& c) { return static_cast<double>(c.write_errors); }},
+      {"kv_tier_writes_dropped_total", "counter",
+       "Blocks not written because the tier's write queue was full.",
+       [](const KvTierCounters& c) { return static_cast<double>(c.writes_dropped); }},
+      {"kv_tier_blocks_read_total", "counter", "Blocks read back and verified.",
+       [](const KvTierCounters& c) { return static_cast<double>(c.blocks_read); }},
+      {"kv_tier_read_bytes_total", "counter", "Bytes read back and verified.",
+       [](const KvTierCounters& c) { return static_cast<double>(c.bytes_read); }},
+      {"kv_tier_read_seconds_total", "counter",
+       "Seconds spent reading and verifying blocks (on the tier's thread, not the engine's).",
+       [](const KvTierCounters& c) { return c.read_seconds; }},
+      {"kv_tier_lookups_total", "counter", "Lookups of a prompt's blocks in the tier.",
+       [](const KvTierCounters& c) { return static_cast<double>(c.lookups); }},
+      {"kv_tier_corrupt_blocks_total", "counter",
+       "Blocks that failed verification (checksum, size, model fingerprint, tokens): dropped "
+       "from the tier and recomputed.",
+       [](const KvTierCounters& c) { return static_cast<double>(c.corrupt_blocks); }},
+      {"kv_tier_read_errors_total", "counter", "Lookups that could not reach the tier.",
+       [](const KvTierCounters& c) { return static_cast<double>(c.read_errors); }},
+      {"kv_tier_available", "gauge", "1 while the tier answered its last request.",
+       [](const KvTierCounters& c) { return c.available ? 1.0 : 0.0; }},
+      {"kv_tier_queued_write_bytes", "gauge", "Bytes waiting to be written to the tier.",
+       [](const KvTierCounters& c) { return static_cast<double>(c.queued_write_bytes); }},
+  };
+  for (const Family& f : kFamilies) {
+    w->family(f.name, f.type, f.help);
+    for (KvTier t : {KvTier::kDisk, KvTier::kRedis}) {
+      const KvTierCounters& c = tiers.tiers[static_cast<int>(t)];
+      if (c.enabled) w->sample(f.name, f.value(c), {{"tier", KvTierName(t)}});
+    }
+  }
+  const KvTierCounters& disk = tiers.tiers[static_cast<int>(KvTier::kDisk)];
+  if (disk.enabled) {
+    w->single("kv_tier_disk_blocks", "gauge", "Blocks in the disk tier now.",
+              static_cast<double>(disk.stored_blocks));
+    w->single("kv_tier_disk_bytes", "gauge",
+              "Bytes of the disk tier's files now (at most --kv-offload-bytes).",
+              static_cast<double>(disk.stored_bytes));
+  }
+  w->family("kv_tier_blocks_imported_total", "counter",
+            "Blocks loaded from a tier and copied into the memory tier for a waiting request.");
+  for (KvTier t : {KvTier::kDisk, KvTier::kRedis}) {
+    if (!tiers.tiers[static_cast<int>(t)].enabled) continue;
+    w->sample("kv_tier_blocks_imported_total",
+              static_cast<double>(e.blocks_imported[static_cast<int>(t)]),
+              {{"tier", KvTierName(t)}});
+  }
+  w->single("kv_tier_loads_total", "counter",
+            "Loads started for waiting requests whose prompt continues into a tier.",
+            static_cast<double>(tiers.loads));
+  w->single("kv_tier_loads_with_hits_total", "counter", "Loads that found at least one block.",
+            static_cast<double>(tiers.loads_with_hits));
+  w->single("kv_tier_load_seconds_total", "counter",
+            "Seconds from a load's start to its end, summed (the request waits this long).",
+            tiers.load_seconds_total);
+  w->single("kv_tier_loads_timed_out_total", "counter",
+            "Loads not done within --kv-tier-load-timeout-ms: the request recomputed.",
+            static_cast<double>(e.loads_timed_out));
+  w->single("kv_tier_import_seconds_total", "counter",
+            "Engine-thread seconds copying loaded blocks into the memory tier.",
+            e.import_seconds);
+  w->single("kv_tier_offer_seconds_total", "counter",
+            "Engine-thread seconds copying new blocks out for write-through.", e.offer_seconds);
+}
+
+}  // namespace
+
 std::string OpenAiServer::RenderMetrics() const {
   // Embeddings-only servers have no engine: its metrics read zero.
   const EngineStats st = engine_ != nullptr ? engine_->stats() : EngineStats{};
@@ -220,6 +314,7 @@ std::string OpenAiServer::RenderMetrics() const {
     w.single("kv_events_replays_total", "counter", "Replay requests answered.",
              static_cast<double>(ks.replays_served));
   }
+  if (options_.kv_tiers != nullptr) WriteKvTierMetrics(st, options_.kv_tiers->stats(), &w);
   if (options_.embedder != nullptr) {
     const ServerMetrics::EmbeddingCounters ec = metrics_.embedding_counters();
     w.single("embedding_requests_total", "counter", "/v1/embeddings requests answered.",

@@ -1,0 +1,226 @@
+#include "kvtier/disk_kv_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "base/str_format.h"
+
+namespace kvserve {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string Hex16(uint64_t v) { return StrFormat("%016llx", static_cast<unsigned long long>(v)); }
+
+bool ParseHex16(std::string_view s, uint64_t* out) {
+  if (s.size() != 16) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    int d;
+    if (c >= '0' && c <= '9') d = c - '0';
+    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+    else return false;
+    v = v << 4 | static_cast<uint64_t>(d);
+  }
+  *out = v;
+  return true;
+}
+
+// Writes all of `data` to a new file `path` (O_EXCL); errno on failure.
+int WriteWholeFile(const std::string& path, std::string_view data) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return errno;
+  size_t done = 0;
+  int err = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      err = errno;
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0 && err == 0) err = errno;
+  return err;
+}
+
+// The whole file, or false when it cannot be read.
+bool ReadWholeFile(const std::string& path, std::string* out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st;
+  bool ok = ::fstat(fd, &st) == 0;
+  if (ok) {
+    out->resize(static_cast<size_t>(st.st_size));
+    size_t done = 0;
+    while (ok && done < out->size()) {
+      const ssize_t n = ::read(fd, out->data() + done, out->size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) ok = false;
+      else done += static_cast<size_t>(n);
+    }
+  }
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<DiskKvStore>> DiskKvStore::Open(const DiskKvStoreOptions& options) {
+  if (options.dir.empty()) return InvalidArgumentError("--kv-offload-dir: empty path");
+  if (options.max_bytes <= 0) return InvalidArgumentError("--kv-offload-bytes must be > 0");
+  const std::string folder = (fs::path(options.dir) / ("kvserve-" + Hex16(options.fingerprint)))
+                                 .string();
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  if (ec) {
+    return InvalidArgumentError("--kv-offload-dir: cannot create " + folder + ": " +
+                                ec.message());
+  }
+  std::unique_ptr<DiskKvStore> store(new DiskKvStore(folder, options.max_bytes));
+  // Index what an earlier run left, oldest first.
+  struct Found {
+    fs::file_time_type mtime;
+    uint64_t key;
+    int64_t bytes;
+  };
+  std::vector<Found> found;
+  fs::recursive_directory_iterator it(folder, ec), end;
+  if (ec) return InvalidArgumentError("--kv-offload-dir: cannot list " + folder + ": " + ec.message());
+  for (; it != end; it.increment(ec)) {
+    if (ec) break;
+    if (!it->is_regular_file(ec)) continue;
+    const fs::path& p = it->path();
+    const std::string name = p.filename().string();
+    uint64_t key;
+    if (name.find(".tmp") != std::string::npos) {
+      fs::remove(p, ec);
+      ++store->num_removed_temporaries_;
+    } else if (p.extension() == ".kvb" && ParseHex16(p.stem().string(), &key)) {
+      found.push_back({it->last_write_time(ec), key, static_cast<int64_t>(it->file_size(ec))});
+    }
+  }
+  std::sort(found.begin(), found.end(),
+            [](const Found& a, const Found& b) { return a.mtime < b.mtime; });
+  std::vector<std::string> victims;
+  {
+    std::lock_guard<std::mutex> lock(store->mu_);
+    for (const Found& f : found) {
+      store->lru_.push_back(f.key);
+      store->index_[f.key] = {f.bytes, std::prev(store->lru_.end())};
+      store->total_bytes_ += f.bytes;
+    }
+    store->num_recovered_files_ = static_cast<int64_t>(found.size());
+    while (store->total_bytes_ > store->max_bytes_ && !store->lru_.empty()) {
+      victims.push_back(store->path_of(store->lru_.front()));
+      store->forget_locked(store->lru_.front());
+    }
+  }
+  for (const std::string& v : victims) ::unlink(v.c_str());
+  return store;
+}
+
+std::string DiskKvStore::path_of(uint64_t key) const {
+  const std::string hex = Hex16(key);
+  return folder_ + "/" + hex.substr(0, 2) + "/" + hex + ".kvb";
+}
+
+void DiskKvStore::forget_locked(uint64_t key) {
+  auto it = index_.find(key);
+  if (it == index_.end()) return;
+  total_bytes_ -= it->second.bytes;
+  lru_.erase(it->second.lru);
+  index_.erase(it);
+}
+
+Status DiskKvStore::Put(uint64_t key, std::string_view value) {
+  const auto bytes = static_cast<int64_t>(value.size());
+  if (bytes > max_bytes_) {
+    return ResourceExhaustedError("a block of " + std::to_string(bytes) +
+                                  " bytes exceeds --kv-offload-bytes");
+  }
+  const std::string path = path_of(key);
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp =
+      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  int err = WriteWholeFile(tmp, value);
+  if (err == ENOENT) {  // the shard folder is missing: create it and retry once
+    std::error_code ec;
+    fs::create_directories(fs::path(path).parent_path(), ec);
+    err = WriteWholeFile(tmp, value);
+  }
+  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    return UnavailableError("disk tier: cannot write " + path + ": " + std::strerror(err));
+  }
+  std::vector<std::string> victims;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    forget_locked(key);
+    lru_.push_back(key);
+    index_[key] = {bytes, std::prev(lru_.end())};
+    total_bytes_ += bytes;
+    while (total_bytes_ > max_bytes_ && lru_.front() != key) {
+      victims.push_back(path_of(lru_.front()));
+      forget_locked(lru_.front());
+    }
+  }
+  for (const std::string& v : victims) ::unlink(v.c_str());
+  return OkStatus();
+}
+
+StatusOr<std::vector<std::string>> DiskKvStore::GetPrefix(std::span<const uint64_t> keys) {
+  std::vector<std::string> values;
+  for (uint64_t key : keys) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = index_.find(key);
+      if (it == index_.end()) break;
+      lru_.splice(lru_.end(), lru_, it->second.lru);  // used now
+    }
+    std::string value;
+    if (!ReadWholeFile(path_of(key), &value)) {
+      Erase(key);  // removed behind our back (another process, an operator)
+      break;
+    }
+    values.push_back(std::move(value));
+  }
+  return values;
+}
+
+bool DiskKvStore::MayContain(uint64_t key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return index_.count(key) != 0;
+}
+
+void DiskKvStore::Erase(uint64_t key) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    forget_locked(key);
+  }
+  ::unlink(path_of(key).c_str());
+}
+
+int64_t DiskKvStore::num_files() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(index_.size());
+}
+
+int64_t DiskKvStore::num_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return total_bytes_;
+}
+
+}  // namespace kvserve

@@ -1,0 +1,71 @@
+// DiskKvStore: the disk tier (--kv-offload-dir, --kv-offload-bytes). One file per block
+// under DIR/kvserve-<fingerprint>/<2 hex>/<key>.kvb, written to a temporary name and renamed,
+// so a reader sees a whole file or none; a crash leaves at worst a temporary file, removed at
+// the next start. Blocks of another fingerprint live in another folder and are never read.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "kvtier/kv_block_store.h"
+
+namespace kvserve {
+
+struct DiskKvStoreOptions {
+  std::string dir;          // created if absent
+  uint64_t fingerprint = 0;
+  int64_t max_bytes = 0;    // the files of this fingerprint stay within it (> 0)
+};
+
+// Owns the index of the files of its fingerprint folder (key -> size, least recently used
+// first) and keeps their total within max_bytes by deleting the least recently used. Files of
+// the folder found at Open() are indexed (oldest modification first in the LRU order).
+// Thread-safe: one mutex guards the index; file I/O runs outside it, so a long read does not
+// block Put's bookkeeping, and a file being replaced is read whole or not at all (rename).
+class DiskKvStore : public KvBlockStore {
+ public:
+  // Fails when the folder cannot be created or listed.
+  static StatusOr<std::unique_ptr<DiskKvStore>> Open(const DiskKvStoreOptions& options);
+
+  KvTier tier() const override { return KvTier::kDisk; }
+  // Fails (and stores nothing) when the value exceeds max_bytes or the write fails (disk
+  // full, file size limit, permissions); a partial file is removed.
+  Status Put(uint64_t key, std::string_view value) override;
+  StatusOr<std::vector<std::string>> GetPrefix(std::span<const uint64_t> keys) override;
+  bool MayContain(uint64_t key) const override;
+  void Erase(uint64_t key) override;
+
+  const std::string& folder() const { return folder_; }  // DIR/kvserve-<fingerprint>
+  int64_t num_files() const;
+  int64_t num_bytes() const;
+  int64_t max_bytes() const { return max_bytes_; }
+  // Found at Open(): files indexed, and temporary files removed.
+  int64_t num_recovered_files() const { return num_recovered_files_; }
+  int64_t num_removed_temporaries() const { return num_removed_temporaries_; }
+
+ private:
+  struct Entry {
+    int64_t bytes = 0;
+    std::list<uint64_t>::iterator lru;  // position in lru_
+  };
+  DiskKvStore(std::string folder, int64_t max_bytes)
+      : folder_(std::move(folder)), max_bytes_(max_bytes) {}
+  std::string path_of(uint64_t key) const;
+  // Under mu_: drops `key` from the index; returns its path for deletion outside the lock.
+  void forget_locked(uint64_t key);
+
+  const std::string folder_;
+  const int64_t max_bytes_;
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, Entry> index_;
+  std::list<uint64_t> lru_;  // front = least recently used
+  int64_t total_bytes_ = 0;
+  int64_t num_recovered_files_ = 0;
+  int64_t num_removed_temporaries_ = 0;
+};
+
+}  // namespace kvserve

@@ -1,0 +1,184 @@
+#include "kvtier/kv_tier_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "kvtier/disk_kv_store.h"
+#include "kvtier/kv_block_record.h"
+#include "kvtier/testing/memory_kv_store.h"
+
+namespace kvserve {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr uint64_t kFingerprint = 0x5eed;
+constexpr int64_t kBlockBytes = 64;
+
+using FakeStore = testing::MemoryKvStore;
+
+KvTierBlock Block(uint64_t key, uint64_t parent) {
+  return {key, parent, {static_cast<TokenId>(key), static_cast<TokenId>(key + 1)}};
+}
+std::string Payload(uint64_t key) { return std::string(kBlockBytes, static_cast<char>('a' + key)); }
+
+// Waits until `done` holds (at most 5 s).
+template <typename F>
+bool WaitFor(F done) {
+  for (int i = 0; i < 500; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+KvTierLoadResult LoadAndWait(KvTierManager* m, KvTierLoadRequest req) {
+  m->StartLoad(std::move(req));
+  std::vector<KvTierLoadResult> got;
+  EXPECT_TRUE(WaitFor([&] {
+    for (auto& r : m->TakeLoaded()) got.push_back(std::move(r));
+    return !got.empty();
+  }));
+  return got.empty() ? KvTierLoadResult{} : std::move(got[0]);
+}
+
+class KvTierManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("kvserve_tiers_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // A manager over a disk store in dir_ and, with `redis`, a fake Redis (kept in redis_).
+  std::unique_ptr<KvTierManager> Make(bool disk, bool redis) {
+    KvTierManagerOptions o;
+    o.fingerprint = kFingerprint;
+    o.block_size = 2;
+    o.block_bytes = kBlockBytes;
+    if (disk) o.disk = std::move(DiskKvStore::Open({dir_.string(), kFingerprint, 1 << 20})).value();
+    if (redis) {
+      auto r = std::make_unique<FakeStore>(KvTier::kRedis);
+      redis_ = r.get();
+      o.redis = std::move(r);
+    }
+    return std::move(KvTierManager::Create(std::move(o))).value();
+  }
+  fs::path dir_;
+  FakeStore* redis_ = nullptr;
+};
+
+TEST_F(KvTierManagerTest, WritesThroughAndLoadsBackInOrder) {
+  auto m = Make(/*disk=*/true, /*redis=*/false);
+  EXPECT_TRUE(m->wants(1));
+  for (uint64_t k = 1; k <= 3; ++k) m->Offer(Block(k, k - 1), Payload(k));
+  ASSERT_TRUE(WaitFor([&] { return m->stats().tiers[1].blocks_written == 3; }));
+  EXPECT_FALSE(m->wants(1));  // on disk: not copied again
+  EXPECT_TRUE(m->may_have(1));
+  EXPECT_FALSE(m->may_have(9));
+  KvTierLoadRequest req{7, 5, {Block(1, 0), Block(2, 1), Block(3, 2), Block(4, 3)}};
+  KvTierLoadResult r = LoadAndWait(m.get(), req);
+  EXPECT_EQ(r.id, 7);
+  EXPECT_EQ(r.first_block, 5);
+  ASSERT_EQ(r.num_blocks(), 3);  // block 4 was never written
+  for (uint64_t k = 1; k <= 3; ++k) {
+    EXPECT_EQ(r.payloads[k - 1], Payload(k));
+    EXPECT_EQ(r.tiers[k - 1], KvTier::kDisk);
+  }
+  const KvTierStats s = m->stats();
+  EXPECT_EQ(s.tiers[1].blocks_read, 3);
+  EXPECT_EQ(s.tiers[1].stored_blocks, 3);
+  EXPECT_EQ(s.loads, 1);
+  EXPECT_EQ(s.loads_with_hits, 1);
+}
+
+TEST_F(KvTierManagerTest, NeverHandsOutACorruptedOrMismatchedBlock) {
+  auto m = Make(true, false);
+  for (uint64_t k = 1; k <= 3; ++k) m->Offer(Block(k, k - 1), Payload(k));
+  ASSERT_TRUE(WaitFor([&] { return m->stats().tiers[1].blocks_written == 3; }));
+  // Flip one payload byte of block 2's file.
+  for (const auto& e : fs::recursive_directory_iterator(dir_)) {
+    if (e.path().filename() == "0000000000000002.kvb") {
+      std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(70);
+      f.put('X');
+    }
+  }
+  KvTierLoadResult r = LoadAndWait(m.get(), {1, 0, {Block(1, 0), Block(2, 1), Block(3, 2)}});
+  EXPECT_EQ(r.num_blocks(), 1);
+  EXPECT_EQ(m->stats().tiers[1].corrupt_blocks, 1);
+  EXPECT_TRUE(m->wants(2));  // dropped from the tier: it will be written again
+  // A block whose tokens differ from the prompt's (a key collision) is not used either.
+  KvTierBlock other = Block(1, 0);
+  other.tokens[0] = 99;
+  EXPECT_EQ(LoadAndWait(m.get(), {2, 0, {other}}).num_blocks(), 0);
+}
+
+TEST_F(KvTierManagerTest, ReadsRedisForWhatDiskLacks) {
+  auto m = Make(true, true);
+  m->Offer(Block(1, 0), Payload(1));
+  ASSERT_TRUE(WaitFor([&] {
+    const KvTierStats s = m->stats();
+    return s.tiers[1].blocks_written == 1 && s.tiers[2].blocks_written == 1;
+  }));
+  // Block 2 only in Redis (another replica wrote it).
+  ASSERT_TRUE(redis_->Put(2, EncodeKvBlockRecord(kFingerprint, 2, 1, Block(2, 1).tokens,
+                                                 Payload(2))).ok());
+  KvTierLoadResult r = LoadAndWait(m.get(), {1, 0, {Block(1, 0), Block(2, 1), Block(3, 2)}});
+  ASSERT_EQ(r.num_blocks(), 2);
+  EXPECT_EQ(r.tiers[0], KvTier::kDisk);
+  EXPECT_EQ(r.tiers[1], KvTier::kRedis);
+  EXPECT_EQ(r.payloads[1], Payload(2));
+}
+
+TEST_F(KvTierManagerTest, ARedisOutageCostsHitsNeverErrors) {
+  auto m = Make(false, true);
+  redis_->down = true;
+  m->Offer(Block(1, 0), Payload(1));
+  ASSERT_TRUE(WaitFor([&] { return m->stats().tiers[2].write_errors == 1; }));
+  EXPECT_EQ(LoadAndWait(m.get(), {1, 0, {Block(1, 0)}}).num_blocks(), 0);
+  KvTierStats s = m->stats();
+  EXPECT_FALSE(s.tiers[2].available);
+  EXPECT_EQ(s.tiers[2].read_errors, 1);
+  // Back up: a failed publish is retried when the block is offered again.
+  redis_->down = false;
+  EXPECT_TRUE(m->wants(1));
+  m->Offer(Block(1, 0), Payload(1));
+  ASSERT_TRUE(WaitFor([&] { return m->stats().tiers[2].blocks_written == 1; }));
+  EXPECT_EQ(LoadAndWait(m.get(), {1, 0, {Block(1, 0)}}).num_blocks(), 1);
+  EXPECT_TRUE(m->stats().tiers[2].available);
+}
+
+TEST_F(KvTierManagerTest, DropsWritesBeyondItsQueueAndFlushesTheRestOnDestruction) {
+  KvTierManagerOptions o;
+  o.fingerprint = kFingerprint;
+  o.block_size = 2;
+  o.block_bytes = kBlockBytes;
+  auto store = std::make_unique<FakeStore>(KvTier::kRedis);
+  FakeStore* fake = store.get();
+  o.redis = std::move(store);
+  o.max_queued_write_bytes = 300;  // about two 128-byte records
+  auto m = std::move(KvTierManager::Create(std::move(o))).value();
+  for (uint64_t k = 1; k <= 50; ++k) m->Offer(Block(k, k - 1), Payload(k));
+  const int64_t dropped = m->stats().tiers[2].writes_dropped;  // final: only Offer drops
+  EXPECT_GT(dropped, 0);
+  m.reset();  // joins after writing what was queued
+  EXPECT_EQ(static_cast<int64_t>(fake->size()), 50 - dropped);
+}
+
+TEST_F(KvTierManagerTest, RefusesNoStoreAndBadGeometry) {
+  KvTierManagerOptions o;
+  o.block_bytes = kBlockBytes;
+  EXPECT_FALSE(KvTierManager::Create(std::move(o)).ok());
+  KvTierManagerOptions p;
+  p.redis = std::make_unique<FakeStore>(KvTier::kRedis);
+  p.block_bytes = 0;
+  EXPECT_FALSE(KvTierManager::Create(std::move(p)).ok());
+}
+
+}  // namespace
+}  // namespace kvserve
