@@ -33,7 +33,7 @@ log() { echo "[kv-tier-ttft] $*" >&2; }
 start() {  # dtype
   "$BIN" serve --model "$MODEL" --port "$PORT" --threads "$THREADS" --kv-cache-dtype "$1" \
     --kv-cache-memory 1G --max-model-len 8192 --kv-offload-dir "$WORK/tier" \
-    --kv-offload-bytes 8G >"$WORK/serve.log" 2>&1 &
+    --kv-offload-bytes 8G --served-model-name x >"$WORK/serve.log" 2>&1 &
   PID=$!
   for _ in $(seq 1 600); do
     curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && return 0

@@ -107,8 +107,10 @@ std::vector<StoredKvBlock> KvCacheManager::take_stored_blocks() {
 
 int64_t KvCacheManager::import_blocks(
     const std::string& cache_namespace, const std::vector<TokenId>& tokens, int64_t first_block,
-    int64_t num_blocks, const std::function<void(BlockId block, int64_t index)>& fill) {
+    int64_t num_blocks, const std::function<void(BlockId block, int64_t index)>& fill,
+    int64_t* first_added) {
   Impl& im = *impl_;
+  if (first_added != nullptr) *first_added = first_block;
   if (!im.options.enable_prefix_caching || num_blocks <= 0) return 0;
   const int64_t bs = block_size();
   const int64_t end_block = first_block + num_blocks;
@@ -118,6 +120,7 @@ int64_t KvCacheManager::import_blocks(
   const RadixCache::Match rm = im.tree.match(cache_namespace, tokens, end_block);
   const auto matched = static_cast<int64_t>(rm.nodes.size());
   if (matched < first_block || matched >= end_block) return 0;
+  if (first_added != nullptr) *first_added = matched;
   // Hold the prefix it extends (as a sequence would) so that taking blocks cannot evict it.
   for (RadixCache::NodeId n : rm.nodes) {
     im.tree.lock(n);

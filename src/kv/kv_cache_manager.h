@@ -176,10 +176,12 @@ class KvCacheManager {
   // [0, first_block) of that prefix; blocks it already holds are skipped (not filled). Takes
   // free blocks, else evicts least recently used cached ones (never the prefix it extends).
   // Returns how many blocks were added: fewer when the pool runs short, 0 when the prefix
-  // before first_block is no longer cached or prefix caching is off.
+  // before first_block is no longer cached or prefix caching is off. The added blocks are
+  // blocks [*first_added, *first_added + result) of the prompt (when first_added is given).
   int64_t import_blocks(const std::string& cache_namespace, const std::vector<TokenId>& tokens,
                         int64_t first_block, int64_t num_blocks,
-                        const std::function<void(BlockId block, int64_t index)>& fill);
+                        const std::function<void(BlockId block, int64_t index)>& fill,
+                        int64_t* first_added = nullptr);
 
   // The events recorded since the last call (record_events; empty otherwise), in order.
   std::vector<KvCacheEvent> take_events();

@@ -55,17 +55,19 @@ int WriteWholeFile(const std::string& path, std::string_view data) {
   return err;
 }
 
-// The whole file, or false when it cannot be read.
-bool ReadWholeFile(const std::string& path, std::string* out) {
+// The whole file into the front of *buffer (grown when too small, never shrunk) and its size
+// into *size, or false when it cannot be read.
+bool ReadWholeFile(const std::string& path, std::string* buffer, size_t* size) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   struct stat st;
   bool ok = ::fstat(fd, &st) == 0;
   if (ok) {
-    out->resize(static_cast<size_t>(st.st_size));
+    *size = static_cast<size_t>(st.st_size);
+    if (buffer->size() < *size) buffer->resize(*size);
     size_t done = 0;
-    while (ok && done < out->size()) {
-      const ssize_t n = ::read(fd, out->data() + done, out->size() - done);
+    while (ok && done < *size) {
+      const ssize_t n = ::read(fd, buffer->data() + done, *size - done);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) ok = false;
       else done += static_cast<size_t>(n);
@@ -183,6 +185,19 @@ Status DiskKvStore::Put(uint64_t key, std::string_view value) {
 
 StatusOr<std::vector<std::string>> DiskKvStore::GetPrefix(std::span<const uint64_t> keys) {
   std::vector<std::string> values;
+  KV_ASSIGN_OR_RETURN(size_t n, ForEachInPrefix(keys, [&](size_t, std::string_view v) {
+    values.emplace_back(v);
+    return true;
+  }));
+  (void)n;
+  return values;
+}
+
+StatusOr<size_t> DiskKvStore::ForEachInPrefix(
+    std::span<const uint64_t> keys,
+    const std::function<bool(size_t index, std::string_view value)>& visit) {
+  thread_local std::string buffer;  // grows to the largest record, then reused
+  size_t visited = 0;
   for (uint64_t key : keys) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -190,14 +205,15 @@ StatusOr<std::vector<std::string>> DiskKvStore::GetPrefix(std::span<const uint64
       if (it == index_.end()) break;
       lru_.splice(lru_.end(), lru_, it->second.lru);  // used now
     }
-    std::string value;
-    if (!ReadWholeFile(path_of(key), &value)) {
+    size_t size = 0;
+    if (!ReadWholeFile(path_of(key), &buffer, &size)) {
       Erase(key);  // removed behind our back (another process, an operator)
       break;
     }
-    values.push_back(std::move(value));
+    if (!visit(visited, std::string_view(buffer.data(), size))) break;
+    ++visited;
   }
-  return values;
+  return visited;
 }
 
 bool DiskKvStore::MayContain(uint64_t key) const {

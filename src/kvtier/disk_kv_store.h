@@ -36,6 +36,10 @@ class DiskKvStore : public KvBlockStore {
   // full, file size limit, permissions); a partial file is removed.
   Status Put(uint64_t key, std::string_view value) override;
   StatusOr<std::vector<std::string>> GetPrefix(std::span<const uint64_t> keys) override;
+  // Reads each file into one buffer per thread, reused from call to call.
+  StatusOr<size_t> ForEachInPrefix(
+      std::span<const uint64_t> keys,
+      const std::function<bool(size_t index, std::string_view value)>& visit) override;
   bool MayContain(uint64_t key) const override;
   void Erase(uint64_t key) override;
 

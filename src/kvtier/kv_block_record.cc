@@ -38,24 +38,38 @@ T Get(std::string_view in, size_t* at) {
 
 }  // namespace
 
+size_t KvBlockRecordBytes(size_t num_tokens, size_t payload_bytes) {
+  return kHeaderBytes + num_tokens * sizeof(TokenId) + payload_bytes + 8;
+}
+
+void EncodeKvBlockRecordInto(uint64_t fingerprint, uint64_t key, uint64_t parent_key,
+                             std::span<const TokenId> tokens, size_t payload_bytes,
+                             const std::function<void(uint8_t* payload)>& fill_payload,
+                             std::string* out) {
+  const size_t token_bytes = tokens.size() * sizeof(TokenId);
+  out->resize(KvBlockRecordBytes(tokens.size(), payload_bytes));
+  size_t at = 0;
+  std::memcpy(out->data(), kMagic, 8);
+  at += 8;
+  Put<uint64_t>(out, &at, fingerprint);
+  Put<uint64_t>(out, &at, key);
+  Put<uint64_t>(out, &at, parent_key);
+  Put<uint32_t>(out, &at, static_cast<uint32_t>(tokens.size()));
+  Put<uint32_t>(out, &at, 0);
+  Put<uint64_t>(out, &at, payload_bytes);
+  std::memcpy(out->data() + at, tokens.data(), token_bytes);
+  at += token_bytes;
+  fill_payload(reinterpret_cast<uint8_t*>(out->data() + at));
+  at += payload_bytes;
+  Put<uint64_t>(out, &at, XXH3_64bits(out->data(), at));
+}
+
 std::string EncodeKvBlockRecord(uint64_t fingerprint, uint64_t key, uint64_t parent_key,
                                 std::span<const TokenId> tokens, std::string_view payload) {
-  const size_t token_bytes = tokens.size() * sizeof(TokenId);
-  std::string out(kHeaderBytes + token_bytes + payload.size() + 8, '\0');
-  size_t at = 0;
-  std::memcpy(out.data(), kMagic, 8);
-  at += 8;
-  Put<uint64_t>(&out, &at, fingerprint);
-  Put<uint64_t>(&out, &at, key);
-  Put<uint64_t>(&out, &at, parent_key);
-  Put<uint32_t>(&out, &at, static_cast<uint32_t>(tokens.size()));
-  Put<uint32_t>(&out, &at, 0);
-  Put<uint64_t>(&out, &at, payload.size());
-  std::memcpy(out.data() + at, tokens.data(), token_bytes);
-  at += token_bytes;
-  std::memcpy(out.data() + at, payload.data(), payload.size());
-  at += payload.size();
-  Put<uint64_t>(&out, &at, XXH3_64bits(out.data(), at));
+  std::string out;
+  EncodeKvBlockRecordInto(
+      fingerprint, key, parent_key, tokens, payload.size(),
+      [&](uint8_t* p) { std::memcpy(p, payload.data(), payload.size()); }, &out);
   return out;
 }
 
@@ -96,7 +110,7 @@ StatusOr<KvBlockRecord> DecodeKvBlockRecord(std::string_view bytes, uint64_t fin
   r.tokens.resize(num_tokens);
   std::memcpy(r.tokens.data(), bytes.data() + at, num_tokens * sizeof(TokenId));
   at += num_tokens * sizeof(TokenId);
-  r.payload.assign(bytes.data() + at, stored_payload);
+  r.payload = bytes.substr(at, stored_payload);
   return r;
 }
 

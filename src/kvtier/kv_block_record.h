@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -26,20 +27,31 @@
 
 namespace kvserve {
 
+// A decoded record. `payload` points into the bytes it was decoded from.
 struct KvBlockRecord {
   uint64_t fingerprint = 0;
   uint64_t key = 0;
   uint64_t parent_key = 0;
   std::vector<TokenId> tokens;
-  std::string payload;  // KvStorage::block_bytes() bytes
+  std::string_view payload;  // KvStorage::block_bytes() bytes
 };
 
-// The encoded record; `payload` is copied in after the header (no intermediate copy).
+// Bytes of a record of num_tokens tokens and payload_bytes of payload.
+size_t KvBlockRecordBytes(size_t num_tokens, size_t payload_bytes);
+
+// Encodes a record into *out (resized to KvBlockRecordBytes; its capacity is reused), the
+// payload written in place by fill_payload(first payload byte), so a block goes from the KV
+// pages to the record in one copy.
+void EncodeKvBlockRecordInto(uint64_t fingerprint, uint64_t key, uint64_t parent_key,
+                             std::span<const TokenId> tokens, size_t payload_bytes,
+                             const std::function<void(uint8_t* payload)>& fill_payload,
+                             std::string* out);
+// The same from a payload in memory.
 std::string EncodeKvBlockRecord(uint64_t fingerprint, uint64_t key, uint64_t parent_key,
                                 std::span<const TokenId> tokens, std::string_view payload);
 
 // DataLoss for anything that is not an intact record of `fingerprint` and `key` with
-// `payload_bytes` of payload.
+// `payload_bytes` of payload. The result's payload points into `bytes`.
 StatusOr<KvBlockRecord> DecodeKvBlockRecord(std::string_view bytes, uint64_t fingerprint,
                                             uint64_t key, int64_t payload_bytes);
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -38,6 +39,21 @@ class KvBlockStore {
   // the found prefix, possibly empty. An error only when the store cannot be asked at all
   // (Redis down): the caller treats it as "nothing found".
   virtual StatusOr<std::vector<std::string>> GetPrefix(std::span<const uint64_t> keys) = 0;
+
+  // The same without copies: calls visit(i, value of keys[i]) for i = 0, 1, ... until a key is
+  // absent or visit returns false; `value` is valid during the call only. Returns how many
+  // values were visited. The default reads through GetPrefix; a store with its own buffers
+  // (the disk tier) reads each value into memory it reuses, so a long prefix does not touch
+  // fresh pages for every block.
+  virtual StatusOr<size_t> ForEachInPrefix(
+      std::span<const uint64_t> keys,
+      const std::function<bool(size_t index, std::string_view value)>& visit) {
+    StatusOr<std::vector<std::string>> values = GetPrefix(keys);
+    if (!values.ok()) return values.status();
+    size_t i = 0;
+    while (i < values->size() && visit(i, (*values)[i])) ++i;
+    return i;
+  }
 
   // Whether `key` may be present, without I/O (the disk tier's index; Redis cannot tell and
   // answers true). Used to skip lookups that cannot hit.

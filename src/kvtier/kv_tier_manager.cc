@@ -68,23 +68,51 @@ bool KvTierManager::wants(uint64_t key) const {
          Clock::now() - it->second >= options_.redis_republish_after;
 }
 
-void KvTierManager::Offer(KvTierBlock block, std::string payload) {
-  KV_CHECK_EQ(static_cast<int64_t>(payload.size()), options_.block_bytes);
+std::string KvTierManager::take_buffer() {
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  if (pool_.empty()) return std::string();
+  std::string b = std::move(pool_.back());
+  pool_.pop_back();
+  pooled_bytes_ -= static_cast<int64_t>(b.capacity());
+  return b;
+}
+
+void KvTierManager::give_back(std::string buffer) {
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  const auto bytes = static_cast<int64_t>(buffer.capacity());
+  if (pooled_bytes_ + bytes > options_.max_pooled_bytes) return;  // freed
+  pooled_bytes_ += bytes;
+  pool_.push_back(std::move(buffer));
+}
+
+void KvTierManager::Recycle(std::vector<std::string> buffers) {
+  for (std::string& b : buffers) give_back(std::move(b));
+}
+
+void KvTierManager::Offer(const KvTierBlock& block,
+                          const std::function<void(uint8_t* payload)>& fill) {
   const bool to_disk = options_.disk != nullptr && !options_.disk->MayContain(block.key);
-  auto record = std::make_shared<const std::string>(EncodeKvBlockRecord(
-      options_.fingerprint, block.key, block.parent_key, block.tokens, payload));
+  bool to_redis = false;
+  if (options_.redis != nullptr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = published_.find(block.key);
+    to_redis = it == published_.end() || Clock::now() - it->second >= options_.redis_republish_after;
+  }
+  if (!to_disk && !to_redis) return;
+  // Encoded once into a pooled buffer, shared by the writers, back to the pool after the last.
+  std::string* buffer = new std::string(take_buffer());
+  EncodeKvBlockRecordInto(options_.fingerprint, block.key, block.parent_key, block.tokens,
+                          static_cast<size_t>(options_.block_bytes), fill, buffer);
+  std::shared_ptr<std::string> record(buffer, [this](std::string* b) {
+    give_back(std::move(*b));
+    delete b;
+  });
   const auto bytes = static_cast<int64_t>(record->size());
   {
     std::lock_guard<std::mutex> lock(mu_);
-    bool to_redis = false;
-    if (options_.redis != nullptr) {
-      auto it = published_.find(block.key);
-      const Clock::time_point now = Clock::now();
-      to_redis = it == published_.end() || now - it->second >= options_.redis_republish_after;
-      if (to_redis) {
-        if (published_.size() >= (size_t{1} << 20)) published_.clear();  // bound the memory
-        published_[block.key] = now;
-      }
+    if (to_redis) {
+      if (published_.size() >= (size_t{1} << 20)) published_.clear();  // bound the memory
+      published_[block.key] = Clock::now();
     }
     for (auto& w : writers_) {
       const bool wanted = w->store->tier() == KvTier::kDisk ? to_disk : to_redis;
@@ -92,9 +120,10 @@ void KvTierManager::Offer(KvTierBlock block, std::string payload) {
       KvTierCounters& c = stats_.tiers[static_cast<int>(w->store->tier())];
       if (w->queued_bytes + bytes > options_.max_queued_write_bytes) {
         ++c.writes_dropped;
+        if (w->store->tier() == KvTier::kRedis) published_.erase(block.key);
         continue;
       }
-      w->queue.push_back({block, record});
+      w->queue.push_back({block.key, record});
       w->queued_bytes += bytes;
     }
   }
@@ -111,7 +140,8 @@ void KvTierManager::write_loop(Writer* w) {
     w->queue.pop_front();
     const auto bytes = static_cast<int64_t>(item.record->size());
     lock.unlock();
-    const Status s = w->store->Put(item.block.key, *item.record);
+    const Status s = w->store->Put(item.key, *item.record);
+    item.record.reset();  // the last writer returns the buffer to the pool
     lock.lock();
     w->queued_bytes -= bytes;
     if (s.ok()) {
@@ -121,7 +151,7 @@ void KvTierManager::write_loop(Writer* w) {
     } else {
       ++c->write_errors;
       c->available = w->store->tier() != KvTier::kRedis;
-      if (w->store->tier() == KvTier::kRedis) published_.erase(item.block.key);
+      if (w->store->tier() == KvTier::kRedis) published_.erase(item.key);
       if (c->write_errors == 1 || c->write_errors % 1000 == 0) {
         KV_LOG(WARNING) << KvTierName(w->store->tier()) << " tier: " << s.message() << " ("
                         << c->write_errors << " failed writes so far; serving goes on)";
@@ -149,7 +179,7 @@ std::vector<KvTierLoadResult> KvTierManager::TakeLoaded() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<KvTierLoadResult> out;
   out.swap(loaded_);
-  loads_in_flight_ -= static_cast<int64_t>(out.size());
+  for (const KvTierLoadResult& r : out) loads_in_flight_ -= r.last;
   return out;
 }
 
@@ -166,19 +196,33 @@ void KvTierManager::load_loop() {
     auto [request, started] = std::move(loads_.front());
     loads_.pop_front();
     lock.unlock();
-    KvTierLoadResult result = load(request);
-    result.seconds = SecondsBetween(started, Clock::now());
+    load(request, started);
     lock.lock();
-    stats_.loads_with_hits += result.num_blocks() > 0;
-    stats_.load_seconds_total += result.seconds;
-    loaded_.push_back(std::move(result));
   }
 }
 
-KvTierLoadResult KvTierManager::load(const KvTierLoadRequest& request) {
-  KvTierLoadResult result;
-  result.id = request.id;
-  result.first_block = request.first_block;
+void KvTierManager::load(const KvTierLoadRequest& request, Clock::time_point started) {
+  KvTierLoadResult chunk;
+  chunk.id = request.id;
+  chunk.load_first_block = request.first_block;
+  chunk.first_block = request.first_block;
+  int64_t found_total = 0;
+  auto emit = [&](bool last) {
+    KvTierLoadResult next;
+    next.id = chunk.id;
+    next.load_first_block = chunk.load_first_block;
+    next.first_block = chunk.first_block + chunk.num_blocks();
+    found_total += chunk.num_blocks();
+    chunk.last = last;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (last) {
+      chunk.seconds = SecondsBetween(started, Clock::now());
+      stats_.loads_with_hits += found_total > 0;
+      stats_.load_seconds_total += chunk.seconds;
+    }
+    loaded_.push_back(std::move(chunk));
+    chunk = std::move(next);
+  };
   size_t next = 0;
   // Disk first (local), then Redis for what disk lacks, alternating while either finds more.
   while (next < request.blocks.size()) {
@@ -187,64 +231,61 @@ KvTierLoadResult KvTierManager::load(const KvTierLoadRequest& request) {
       KvBlockStore* s = store(tier);
       if (s == nullptr) continue;
       if (tier == KvTier::kDisk && !s->MayContain(request.blocks[next].key)) continue;
-      std::vector<std::string> payloads =
-          read_verified(s, request.blocks.data() + next, request.blocks.size() - next);
-      found = payloads.size();
-      for (std::string& p : payloads) {
-        result.tiers.push_back(tier);
-        result.payloads.push_back(std::move(p));
-      }
+      found = read_verified(s, request.blocks.data() + next, request.blocks.size() - next,
+                            &chunk, [&] { emit(false); });
       if (found > 0) break;
     }
     if (found == 0) break;
     next += found;
   }
-  return result;
+  emit(true);
 }
 
-std::vector<std::string> KvTierManager::read_verified(KvBlockStore* s, const KvTierBlock* blocks,
-                                                      size_t count) {
+size_t KvTierManager::read_verified(KvBlockStore* s, const KvTierBlock* blocks, size_t count,
+                                    KvTierLoadResult* chunk, const std::function<void()>& emit) {
   const Clock::time_point start = Clock::now();
   std::vector<uint64_t> keys(count);
   for (size_t i = 0; i < count; ++i) keys[i] = blocks[i].key;
-  StatusOr<std::vector<std::string>> values = s->GetPrefix(keys);
-  std::vector<std::string> payloads;
   int64_t corrupt = 0, bytes = 0;
-  if (values.ok()) {
-    for (size_t i = 0; i < values->size(); ++i) {
-      StatusOr<KvBlockRecord> r = DecodeKvBlockRecord((*values)[i], options_.fingerprint,
-                                                      keys[i], options_.block_bytes);
-      const bool ok = r.ok() && r->tokens == blocks[i].tokens &&
-                      r->parent_key == blocks[i].parent_key;
-      if (!ok) {
-        // Corrupted, truncated, or (with astronomically small odds) another prefix's block
-        // under the same key: never used, and dropped so it is not read again.
-        KV_LOG(WARNING) << KvTierName(s->tier()) << " tier: block "
-                        << StrFormat("%016llx", static_cast<unsigned long long>(keys[i]))
-                        << " dropped: "
-                        << (r.ok() ? std::string("tokens differ") : r.status().message());
-        s->Erase(keys[i]);
-        ++corrupt;
-        break;
-      }
-      bytes += static_cast<int64_t>((*values)[i].size());
-      payloads.push_back(std::move(r->payload));
+  size_t verified = 0;
+  StatusOr<size_t> visited = s->ForEachInPrefix(keys, [&](size_t i, std::string_view value) {
+    StatusOr<KvBlockRecord> r =
+        DecodeKvBlockRecord(value, options_.fingerprint, keys[i], options_.block_bytes);
+    const bool ok =
+        r.ok() && r->tokens == blocks[i].tokens && r->parent_key == blocks[i].parent_key;
+    if (!ok) {
+      // Corrupted, truncated, or (with astronomically small odds) another prefix's block
+      // under the same key: never used, and dropped so it is not read again.
+      KV_LOG(WARNING) << KvTierName(s->tier()) << " tier: block "
+                      << StrFormat("%016llx", static_cast<unsigned long long>(keys[i]))
+                      << " dropped: " << (r.ok() ? std::string("tokens differ") : r.status().message());
+      s->Erase(keys[i]);
+      ++corrupt;
+      return false;
     }
-  }
+    std::string payload = take_buffer();
+    payload.assign(r->payload);
+    chunk->payloads.push_back(std::move(payload));
+    chunk->tiers.push_back(s->tier());
+    bytes += static_cast<int64_t>(value.size());
+    ++verified;
+    if (chunk->num_blocks() >= options_.load_chunk_blocks) emit();
+    return true;
+  });
   std::lock_guard<std::mutex> lock(mu_);
   KvTierCounters& c = stats_.tiers[static_cast<int>(s->tier())];
   ++c.lookups;
   c.read_seconds += SecondsBetween(start, Clock::now());
-  if (!values.ok()) {
+  if (!visited.ok()) {
     ++c.read_errors;
     c.available = false;
   } else if (s->tier() == KvTier::kRedis) {
     c.available = true;
   }
   c.corrupt_blocks += corrupt;
-  c.blocks_read += static_cast<int64_t>(payloads.size());
+  c.blocks_read += static_cast<int64_t>(verified);
   c.bytes_read += bytes;
-  return payloads;
+  return verified;
 }
 
 KvTierStats KvTierManager::stats() const {

@@ -38,6 +38,12 @@ struct KvTierManagerOptions {
   // Copies queued for one store beyond this are dropped (counted): a slow store never holds
   // more than this much of the engine's memory.
   int64_t max_queued_write_bytes = int64_t{256} << 20;
+  // A load hands its blocks to the engine in chunks of this many (the engine copies a chunk
+  // in while the next is read, and the buffers go round instead of piling up).
+  int64_t load_chunk_blocks = 16;
+  // Buffers kept for reuse (records being written, loaded payloads): fresh memory costs a page
+  // fault per 4 KiB, which on a VM is slower than reading the block.
+  int64_t max_pooled_bytes = int64_t{64} << 20;
   // A block published to Redis is not published again for this long (Redis keeps it for its
   // TTL; 0: publish each time it is offered).
   std::chrono::seconds redis_republish_after{1800};
@@ -57,13 +63,16 @@ struct KvTierLoadRequest {
   std::vector<KvTierBlock> blocks;
 };
 
-// What a load found: the first num_blocks() of the requested blocks, each from `tiers[i]`.
+// A chunk of what a load found: consecutive blocks from first_block on, each from
+// `tiers[i]`. A load's chunks arrive in order; the last one (possibly empty) has last set.
 struct KvTierLoadResult {
   SeqId id = 0;
-  int64_t first_block = 0;
+  int64_t load_first_block = 0;  // the load's first_block (which load this chunk is of)
+  int64_t first_block = 0;       // this chunk's first block
   std::vector<KvTier> tiers;
-  std::vector<std::string> payloads;  // block_bytes each
-  double seconds = 0.0;               // from StartLoad to done
+  std::vector<std::string> payloads;  // block_bytes each; hand back with Recycle()
+  bool last = false;
+  double seconds = 0.0;  // on the last chunk: from StartLoad to done
   int64_t num_blocks() const { return static_cast<int64_t>(payloads.size()); }
 };
 
@@ -111,16 +120,19 @@ class KvTierManager {
   // Whether Offer() of `key` would write it anywhere (not on disk yet, or not published to
   // Redis recently). Call before copying a block's bytes out. Cheap, no I/O.
   bool wants(uint64_t key) const;
-  // Queues the block's bytes (block_bytes) for the stores that want it. Never blocks.
-  void Offer(KvTierBlock block, std::string payload);
+  // Queues the block for the stores that want it: fill(payload) writes its block_bytes bytes
+  // (KvStorage::CopyBlockOut) straight into the record to be written. Never blocks.
+  void Offer(const KvTierBlock& block, const std::function<void(uint8_t* payload)>& fill);
 
   // Whether a load starting at `key` could find anything (disk index, or Redis on). No I/O.
   bool may_have(uint64_t key) const;
   // Queues a load. Never blocks.
   void StartLoad(KvTierLoadRequest load);
-  // Loads finished since the last call, in completion order.
+  // Load chunks ready since the last call, in order.
   std::vector<KvTierLoadResult> TakeLoaded();
-  // Loads started and not yet taken.
+  // Buffers of taken chunks, once copied: kept for reuse.
+  void Recycle(std::vector<std::string> buffers);
+  // Loads started whose last chunk was not taken yet.
   int64_t num_loads_in_flight() const;
 
   KvTierStats stats() const;
@@ -129,8 +141,8 @@ class KvTierManager {
 
  private:
   struct Write {
-    KvTierBlock block;
-    std::shared_ptr<const std::string> record;  // encoded once, shared by the stores
+    uint64_t key = 0;
+    std::shared_ptr<std::string> record;  // encoded once, shared by the stores; back to the pool
   };
   struct Writer {
     KvBlockStore* store = nullptr;
@@ -141,12 +153,15 @@ class KvTierManager {
   explicit KvTierManager(KvTierManagerOptions options);
   void write_loop(Writer* w);
   void load_loop();
-  KvTierLoadResult load(const KvTierLoadRequest& request);
-  // Reads `keys` from `store` and verifies them against `blocks` (same length); returns the
-  // payloads of the verified prefix.
-  std::vector<std::string> read_verified(KvBlockStore* store, const KvTierBlock* blocks,
-                                         size_t count);
+  // Runs one load, handing out chunks as they fill.
+  void load(const KvTierLoadRequest& request, std::chrono::steady_clock::time_point started);
+  // Reads blocks[0, count) from `store` while they verify, appending their payloads to
+  // *chunk (handed out via emit() whenever it holds load_chunk_blocks); returns how many.
+  size_t read_verified(KvBlockStore* store, const KvTierBlock* blocks, size_t count,
+                       KvTierLoadResult* chunk, const std::function<void()>& emit);
   KvBlockStore* store(KvTier tier) const;
+  std::string take_buffer();             // from the pool, or a new one
+  void give_back(std::string buffer);    // to the pool (dropped when it is full)
 
   KvTierManagerOptions options_;
   mutable std::mutex mu_;
@@ -159,6 +174,9 @@ class KvTierManager {
   std::thread loader_;
   std::unordered_map<uint64_t, std::chrono::steady_clock::time_point> published_;  // Redis
   KvTierStats stats_;
+  std::mutex pool_mu_;
+  std::vector<std::string> pool_;
+  int64_t pooled_bytes_ = 0;
 };
 
 }  // namespace kvserve

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -24,6 +25,10 @@ KvTierBlock Block(uint64_t key, uint64_t parent) {
   return {key, parent, {static_cast<TokenId>(key), static_cast<TokenId>(key + 1)}};
 }
 std::string Payload(uint64_t key) { return std::string(kBlockBytes, static_cast<char>('a' + key)); }
+void Offer(KvTierManager* m, uint64_t key, uint64_t parent) {
+  const std::string p = Payload(key);
+  m->Offer(Block(key, parent), [&](uint8_t* out) { std::memcpy(out, p.data(), p.size()); });
+}
 
 // Waits until `done` holds (at most 5 s).
 template <typename F>
@@ -35,14 +40,29 @@ bool WaitFor(F done) {
   return false;
 }
 
+// Starts a load and gathers its chunks (checking their order) into one result.
 KvTierLoadResult LoadAndWait(KvTierManager* m, KvTierLoadRequest req) {
+  const int64_t first = req.first_block;
   m->StartLoad(std::move(req));
-  std::vector<KvTierLoadResult> got;
+  KvTierLoadResult all;
+  all.first_block = first;
+  bool last = false;
   EXPECT_TRUE(WaitFor([&] {
-    for (auto& r : m->TakeLoaded()) got.push_back(std::move(r));
-    return !got.empty();
+    for (KvTierLoadResult& r : m->TakeLoaded()) {
+      EXPECT_FALSE(last) << "a chunk after the last";
+      EXPECT_EQ(r.load_first_block, first);
+      EXPECT_EQ(r.first_block, first + all.num_blocks());
+      all.id = r.id;
+      for (size_t i = 0; i < r.payloads.size(); ++i) {
+        all.payloads.push_back(r.payloads[i]);
+        all.tiers.push_back(r.tiers[i]);
+      }
+      last = r.last;
+      m->Recycle(std::move(r.payloads));
+    }
+    return last;
   }));
-  return got.empty() ? KvTierLoadResult{} : std::move(got[0]);
+  return all;
 }
 
 class KvTierManagerTest : public ::testing::Test {
@@ -75,7 +95,7 @@ class KvTierManagerTest : public ::testing::Test {
 TEST_F(KvTierManagerTest, WritesThroughAndLoadsBackInOrder) {
   auto m = Make(/*disk=*/true, /*redis=*/false);
   EXPECT_TRUE(m->wants(1));
-  for (uint64_t k = 1; k <= 3; ++k) m->Offer(Block(k, k - 1), Payload(k));
+  for (uint64_t k = 1; k <= 3; ++k) Offer(m.get(), k, k - 1);
   ASSERT_TRUE(WaitFor([&] { return m->stats().tiers[1].blocks_written == 3; }));
   EXPECT_FALSE(m->wants(1));  // on disk: not copied again
   EXPECT_TRUE(m->may_have(1));
@@ -96,9 +116,31 @@ TEST_F(KvTierManagerTest, WritesThroughAndLoadsBackInOrder) {
   EXPECT_EQ(s.loads_with_hits, 1);
 }
 
+TEST_F(KvTierManagerTest, HandsOutLongLoadsInChunks) {
+  auto m = Make(true, false);  // chunks of 16
+  KvTierLoadRequest req{3, 0, {}};
+  for (uint64_t k = 1; k <= 40; ++k) {
+    Offer(m.get(), k, k - 1);
+    req.blocks.push_back(Block(k, k - 1));
+  }
+  ASSERT_TRUE(WaitFor([&] { return m->stats().tiers[1].blocks_written == 40; }));
+  m->StartLoad(req);
+  std::vector<KvTierLoadResult> chunks;
+  ASSERT_TRUE(WaitFor([&] {
+    for (auto& r : m->TakeLoaded()) chunks.push_back(std::move(r));
+    return !chunks.empty() && chunks.back().last;
+  }));
+  ASSERT_EQ(chunks.size(), 3u);  // 16 + 16 + 8 (the last)
+  EXPECT_EQ(chunks[0].num_blocks(), 16);
+  EXPECT_EQ(chunks[1].first_block, 16);
+  EXPECT_EQ(chunks[2].num_blocks(), 8);
+  EXPECT_EQ(chunks[2].payloads[7], Payload(40));
+  EXPECT_EQ(m->num_loads_in_flight(), 0);
+}
+
 TEST_F(KvTierManagerTest, NeverHandsOutACorruptedOrMismatchedBlock) {
   auto m = Make(true, false);
-  for (uint64_t k = 1; k <= 3; ++k) m->Offer(Block(k, k - 1), Payload(k));
+  for (uint64_t k = 1; k <= 3; ++k) Offer(m.get(), k, k - 1);
   ASSERT_TRUE(WaitFor([&] { return m->stats().tiers[1].blocks_written == 3; }));
   // Flip one payload byte of block 2's file.
   for (const auto& e : fs::recursive_directory_iterator(dir_)) {
@@ -120,7 +162,7 @@ TEST_F(KvTierManagerTest, NeverHandsOutACorruptedOrMismatchedBlock) {
 
 TEST_F(KvTierManagerTest, ReadsRedisForWhatDiskLacks) {
   auto m = Make(true, true);
-  m->Offer(Block(1, 0), Payload(1));
+  Offer(m.get(), 1, 0);
   ASSERT_TRUE(WaitFor([&] {
     const KvTierStats s = m->stats();
     return s.tiers[1].blocks_written == 1 && s.tiers[2].blocks_written == 1;
@@ -138,7 +180,7 @@ TEST_F(KvTierManagerTest, ReadsRedisForWhatDiskLacks) {
 TEST_F(KvTierManagerTest, ARedisOutageCostsHitsNeverErrors) {
   auto m = Make(false, true);
   redis_->down = true;
-  m->Offer(Block(1, 0), Payload(1));
+  Offer(m.get(), 1, 0);
   ASSERT_TRUE(WaitFor([&] { return m->stats().tiers[2].write_errors == 1; }));
   EXPECT_EQ(LoadAndWait(m.get(), {1, 0, {Block(1, 0)}}).num_blocks(), 0);
   KvTierStats s = m->stats();
@@ -147,7 +189,7 @@ TEST_F(KvTierManagerTest, ARedisOutageCostsHitsNeverErrors) {
   // Back up: a failed publish is retried when the block is offered again.
   redis_->down = false;
   EXPECT_TRUE(m->wants(1));
-  m->Offer(Block(1, 0), Payload(1));
+  Offer(m.get(), 1, 0);
   ASSERT_TRUE(WaitFor([&] { return m->stats().tiers[2].blocks_written == 1; }));
   EXPECT_EQ(LoadAndWait(m.get(), {1, 0, {Block(1, 0)}}).num_blocks(), 1);
   EXPECT_TRUE(m->stats().tiers[2].available);
@@ -163,7 +205,7 @@ TEST_F(KvTierManagerTest, DropsWritesBeyondItsQueueAndFlushesTheRestOnDestructio
   o.redis = std::move(store);
   o.max_queued_write_bytes = 300;  // about two 128-byte records
   auto m = std::move(KvTierManager::Create(std::move(o))).value();
-  for (uint64_t k = 1; k <= 50; ++k) m->Offer(Block(k, k - 1), Payload(k));
+  for (uint64_t k = 1; k <= 50; ++k) Offer(m.get(), k, k - 1);
   const int64_t dropped = m->stats().tiers[2].writes_dropped;  // final: only Offer drops
   EXPECT_GT(dropped, 0);
   m.reset();  // joins after writing what was queued

@@ -27,8 +27,8 @@ int64_t KvTierConnector::num_held() const {
 void KvTierConnector::before_schedule(Scheduler* scheduler, KvCacheManager* kv,
                                       KvStorage* storage) {
   if (!kv->prefix_caching_enabled()) return;
-  for (const KvTierLoadResult& loaded : manager_->TakeLoaded()) {
-    import(loaded, scheduler, kv, storage);
+  for (KvTierLoadResult& loaded : manager_->TakeLoaded()) {
+    import(&loaded, scheduler, kv, storage);
   }
   const Clock::time_point now = Clock::now();
   for (auto it = states_.begin(); it != states_.end();) {
@@ -82,35 +82,43 @@ void KvTierConnector::start_load(Request* r, Scheduler* scheduler, KvCacheManage
   scheduler->set_held(r->id(), true);
 }
 
-void KvTierConnector::import(const KvTierLoadResult& loaded, Scheduler* scheduler,
-                             KvCacheManager* kv, KvStorage* storage) {
-  auto it = states_.find(loaded.id);
-  const Request* r = scheduler->request(loaded.id);
+void KvTierConnector::import(KvTierLoadResult* loaded, Scheduler* scheduler, KvCacheManager* kv,
+                             KvStorage* storage) {
+  auto it = states_.find(loaded->id);
+  const Request* r = scheduler->request(loaded->id);
   // A load that timed out is still used if its request has not started yet.
   const bool waiting = r != nullptr && (r->status() == RequestStatus::kWaiting ||
                                         r->status() == RequestStatus::kPreempted);
-  if (it == states_.end() || !waiting || it->second.load_first_block != loaded.first_block) {
-    ++stats_.loads_discarded;
+  if (it == states_.end() || !waiting ||
+      it->second.load_first_block != loaded->load_first_block) {
+    stats_.loads_discarded += loaded->last;
+    manager_->Recycle(std::move(loaded->payloads));
     return;
   }
   State& st = it->second;
-  if (st.loading) scheduler->set_held(loaded.id, false);
-  st.loading = false;
-  if (loaded.num_blocks() == 0) return;
-  const Clock::time_point start = Clock::now();
-  const int64_t added = kv->import_blocks(
-      r->cache_namespace(), r->all_token_ids(), loaded.first_block, loaded.num_blocks(),
-      [&](BlockId block, int64_t index) {
-        storage->CopyBlockIn(block, reinterpret_cast<const uint8_t*>(
-                                        loaded.payloads[static_cast<size_t>(index)].data()));
-      });
-  stats_.import_seconds += std::chrono::duration<double>(Clock::now() - start).count();
-  // import_blocks skips what memory already holds and stops early when the pool runs short:
-  // credit the tiers of the blocks that are now in memory from this load.
-  st.imported_first_block = loaded.first_block;
-  st.imported_tiers = loaded.tiers;
-  for (int64_t i = 0; i < added && i < loaded.num_blocks(); ++i) {
-    ++stats_.blocks_imported[static_cast<int>(loaded.tiers[static_cast<size_t>(i)])];
+  if (loaded->num_blocks() > 0) {
+    const Clock::time_point start = Clock::now();
+    int64_t first_added = 0;
+    // Skips what memory already holds; adds nothing when the blocks before the chunk are gone
+    // (a short earlier chunk, an eviction meanwhile); stops early when the pool runs short.
+    const int64_t added = kv->import_blocks(
+        r->cache_namespace(), r->all_token_ids(), loaded->first_block, loaded->num_blocks(),
+        [&](BlockId block, int64_t index) {
+          storage->CopyBlockIn(block, reinterpret_cast<const uint8_t*>(
+                                          loaded->payloads[static_cast<size_t>(index)].data()));
+        },
+        &first_added);
+    stats_.import_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+    for (int64_t b = first_added; b < first_added + added; ++b) {
+      const KvTier tier = loaded->tiers[static_cast<size_t>(b - loaded->first_block)];
+      st.imported.push_back({b, tier});
+      ++stats_.blocks_imported[static_cast<int>(tier)];
+    }
+  }
+  manager_->Recycle(std::move(loaded->payloads));
+  if (loaded->last) {
+    if (st.loading) scheduler->set_held(loaded->id, false);
+    st.loading = false;
   }
 }
 
@@ -123,9 +131,8 @@ void KvTierConnector::after_schedule(const SchedulerOutput& out, const Scheduler
     State& st = it->second;
     st.counted = true;  // the first admission: what OpenAI's cached_tokens reports
     const int64_t cached_blocks = r->num_cached_prompt_tokens() / block_size_;
-    for (size_t i = 0; i < st.imported_tiers.size(); ++i) {
-      if (st.imported_first_block + static_cast<int64_t>(i) >= cached_blocks) break;
-      st.by_tier[static_cast<int>(st.imported_tiers[i])] += block_size_;
+    for (const auto& [block, tier] : st.imported) {
+      if (block < cached_blocks) st.by_tier[static_cast<int>(tier)] += block_size_;
     }
     for (KvTier t : {KvTier::kDisk, KvTier::kRedis}) {
       stats_.hit_tokens[static_cast<int>(t)] += st.by_tier[static_cast<int>(t)];
@@ -139,9 +146,8 @@ void KvTierConnector::after_update(KvCacheManager* kv, const KvStorage& storage,
   int64_t offered = 0;
   for (StoredKvBlock& b : kv->take_stored_blocks()) {
     if (!manager_->wants(b.key)) continue;
-    std::string payload(static_cast<size_t>(manager_->block_bytes()), '\0');
-    storage.CopyBlockOut(b.block, reinterpret_cast<uint8_t*>(payload.data()));
-    manager_->Offer({b.key, b.parent_key, std::move(b.tokens)}, std::move(payload));
+    manager_->Offer({b.key, b.parent_key, std::move(b.tokens)},
+                    [&](uint8_t* payload) { storage.CopyBlockOut(b.block, payload); });
     ++offered;
   }
   if (offered > 0) {

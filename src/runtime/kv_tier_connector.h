@@ -56,14 +56,14 @@ class KvTierConnector {
     bool loading = false;
     std::chrono::steady_clock::time_point deadline;
     int64_t load_first_block = 0;
-    // Blocks copied in for this request: [imported_first_block, + tiers.size()).
-    int64_t imported_first_block = 0;
-    std::vector<KvTier> imported_tiers;
+    // Blocks copied in for this request: (block index in the prompt, tier it came from).
+    std::vector<std::pair<int64_t, KvTier>> imported;
     bool counted = false;  // hits counted at admission
     int64_t by_tier[kNumKvTiers] = {};
   };
   void start_load(Request* r, Scheduler* scheduler, KvCacheManager* kv);
-  void import(const KvTierLoadResult& loaded, Scheduler* scheduler, KvCacheManager* kv,
+  // Copies one chunk of a load into the memory tier; the last chunk releases the request.
+  void import(KvTierLoadResult* loaded, Scheduler* scheduler, KvCacheManager* kv,
               KvStorage* storage);
 
   KvTierManager* manager_;
