@@ -18,6 +18,14 @@ double SecondsBetween(Clock::time_point a, Clock::time_point b) {
 }
 }  // namespace
 
+void KvTierLatency::observe(double seconds, int64_t times) {
+  int b = 0;
+  while (b < kNumBuckets - 1 && seconds > kBounds[b]) ++b;
+  counts[b] += times;
+  sum += seconds * static_cast<double>(times);
+  count += times;
+}
+
 StatusOr<std::unique_ptr<KvTierManager>> KvTierManager::Create(KvTierManagerOptions options) {
   if (options.disk == nullptr && options.redis == nullptr) {
     return InvalidArgumentError("KV tiers: neither a disk folder nor Redis");
@@ -140,9 +148,12 @@ void KvTierManager::write_loop(Writer* w) {
     w->queue.pop_front();
     const auto bytes = static_cast<int64_t>(item.record->size());
     lock.unlock();
+    const Clock::time_point start = Clock::now();
     const Status s = w->store->Put(item.key, *item.record);
+    const double seconds = SecondsBetween(start, Clock::now());
     item.record.reset();  // the last writer returns the buffer to the pool
     lock.lock();
+    c->block_write_seconds.observe(seconds);
     w->queued_bytes -= bytes;
     if (s.ok()) {
       ++c->blocks_written;
@@ -275,7 +286,12 @@ size_t KvTierManager::read_verified(KvBlockStore* s, const KvTierBlock* blocks, 
   std::lock_guard<std::mutex> lock(mu_);
   KvTierCounters& c = stats_.tiers[static_cast<int>(s->tier())];
   ++c.lookups;
-  c.read_seconds += SecondsBetween(start, Clock::now());
+  const double seconds = SecondsBetween(start, Clock::now());
+  c.read_seconds += seconds;
+  if (verified > 0) {
+    c.block_read_seconds.observe(seconds / static_cast<double>(verified),
+                                 static_cast<int64_t>(verified));
+  }
   if (!visited.ok()) {
     ++c.read_errors;
     c.available = false;

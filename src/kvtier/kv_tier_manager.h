@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -76,6 +77,18 @@ struct KvTierLoadResult {
   int64_t num_blocks() const { return static_cast<int64_t>(payloads.size()); }
 };
 
+// A latency histogram with fixed bounds (seconds): counts per bucket, not cumulative; the
+// last bucket is +Inf.
+struct KvTierLatency {
+  static constexpr double kBounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                       0.01,   0.025,   0.05,   0.1,   0.25,   1.0};
+  static constexpr int kNumBuckets = static_cast<int>(std::size(kBounds)) + 1;
+  int64_t counts[kNumBuckets] = {};
+  double sum = 0.0;
+  int64_t count = 0;
+  void observe(double seconds, int64_t times = 1);
+};
+
 // Counters of one tier (disk or Redis).
 struct KvTierCounters {
   bool enabled = false;
@@ -93,6 +106,8 @@ struct KvTierCounters {
   int64_t stored_blocks = -1;       // resident now (disk; -1: unknown, as for Redis)
   int64_t stored_bytes = -1;
   int64_t queued_write_bytes = 0;   // waiting for the writer now
+  KvTierLatency block_read_seconds;   // per block read and verified (a lookup's time / blocks)
+  KvTierLatency block_write_seconds;  // per block written (successful or not)
 };
 
 struct KvTierStats {

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <tuple>
 
+#include "base/str_format.h"
 #include "server/server.h"
 
 namespace kvserve {
@@ -64,6 +66,33 @@ void WriteKvTierMetrics(const EngineStats& st, const KvTierStats& tiers, Prometh
     for (KvTier t : {KvTier::kDisk, KvTier::kRedis}) {
       const KvTierCounters& c = tiers.tiers[static_cast<int>(t)];
       if (c.enabled) w->sample(f.name, f.value(c), {{"tier", KvTierName(t)}});
+    }
+  }
+  for (const auto& [name, help, which] :
+       {std::tuple{"kv_tier_block_read_seconds",
+                   "Seconds per block read back and verified, by tier (a lookup's time over its "
+                   "blocks, on the tier's thread).",
+                   &KvTierCounters::block_read_seconds},
+        std::tuple{"kv_tier_block_write_seconds",
+                   "Seconds per block written, by tier (on the tier's writer thread).",
+                   &KvTierCounters::block_write_seconds}}) {
+    w->family(name, "histogram", help);
+    for (KvTier t : {KvTier::kDisk, KvTier::kRedis}) {
+      const KvTierCounters& c = tiers.tiers[static_cast<int>(t)];
+      if (!c.enabled) continue;
+      const KvTierLatency& h = c.*which;
+      int64_t cumulative = 0;
+      for (int b = 0; b < KvTierLatency::kNumBuckets; ++b) {
+        cumulative += h.counts[b];
+        const std::string le = b + 1 < KvTierLatency::kNumBuckets
+                                   ? StrFormat("%g", KvTierLatency::kBounds[b])
+                                   : std::string("+Inf");
+        w->sample(std::string(name) + "_bucket", static_cast<double>(cumulative),
+                  {{"tier", KvTierName(t)}, {"le", le}});
+      }
+      w->sample(std::string(name) + "_sum", h.sum, {{"tier", KvTierName(t)}});
+      w->sample(std::string(name) + "_count", static_cast<double>(h.count),
+                {{"tier", KvTierName(t)}});
     }
   }
   const KvTierCounters& disk = tiers.tiers[static_cast<int>(KvTier::kDisk)];

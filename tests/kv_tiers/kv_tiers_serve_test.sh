@@ -86,6 +86,18 @@ wait_written() {  # port tier: until the tier's write queue is empty and somethi
 P=$(free_port)
 DISK=(--kv-offload-dir "$WORK/kv" --kv-offload-bytes 256M)
 
+echo "== 0. inconsistent tier flags are errors at start-up"
+touch "$WORK/a-file"
+for flags in "--kv-offload-dir $WORK/x" "--kv-offload-bytes 1G" "--kv-offload-dir $WORK/x --kv-offload-bytes lots" \
+             "--kv-offload-dir $WORK/a-file --kv-offload-bytes 1G" "--kv-redis http://h:1" \
+             "--kv-redis redis://h:99999" "--kv-redis redis://127.0.0.1:1 --kv-redis-timeout-ms 0"; do
+  # shellcheck disable=SC2086
+  timeout 20 "$BIN" serve --model "$MODEL" --port "$P" --threads 1 $flags >"$WORK/bad.log" 2>&1
+  rc=$?
+  [[ $rc != 0 && $rc -lt 128 ]] || fail "serve $flags: exit status $rc"
+  grep -q "^error: " "$WORK/bad.log" || { cat "$WORK/bad.log"; fail "serve $flags: no error line"; }
+done
+
 echo "== 1. restart: the prefix comes back from disk"
 start a "$P" "${DISK[@]}"
 grep -q "KV tiers: disk $WORK/kv/kvserve-" "$WORK/a.log" || fail "no disk tier in the banner"
@@ -181,6 +193,9 @@ echo "   replica B: cached_tokens $cached8 (redis $redis8)"
 (( cached8 >= 1400 )) || fail "replica B found only $cached8 tokens of A's prefix"
 [[ "$redis8" == "$cached8" ]] || fail "B's cached tokens not from Redis: $redis8 of $cached8"
 [[ "$text8" == "$text7" ]] || fail "replicas disagree: $text8 vs $text7"
+[[ "$(metric "$PB" 'prefix_cache_tier_hit_tokens_total{tier="redis"}')" == "$cached8" ]] ||
+  fail "B's /metrics does not count its Redis hit"
+(( $(metric "$PB" 'kv_tier_blocks_imported_total{tier="redis"}') > 0 )) || fail "no Redis import counted"
 # A burst on both replicas, Redis killed in the middle: every request answers.
 BURST=()
 for i in $(seq 1 12); do
