@@ -212,7 +212,13 @@ Status SetUpGenerator(const ServeOptions& o, CommandModel loaded, int threads, S
       fingerprint = KvTierFingerprint(*g->model, &tokenizer->spec(), *g->kv->storage,
                                       progress.Callback());
     }
-    auto tiers = CreateKvTiers(tf, fingerprint, *g->kv->storage);
+    std::function<void(std::vector<KvCacheEvent>)> disk_events;
+    if (g->kv_events != nullptr) {
+      disk_events = [pub = g->kv_events.get()](std::vector<KvCacheEvent> events) {
+        pub->Publish(std::move(events));
+      };
+    }
+    auto tiers = CreateKvTiers(tf, fingerprint, *g->kv->storage, std::move(disk_events));
     if (!tiers.ok()) return tiers.status();
     g->kv_tiers = std::move(tiers).value();
     eo.kv_tiers = g->kv_tiers.get();

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "base/ids.h"
@@ -22,6 +23,10 @@ struct KvCacheEvent {
   // Stored: the block before the first one (none for a prompt's first block).
   std::optional<uint64_t> parent_block_hash;
   std::vector<TokenId> token_ids;  // Stored: block_size tokens per block, concatenated
+  // Where the blocks are: unset for the memory tier (vLLM's primary medium, sent as nil), or
+  // "DISK" for the disk tier (--kv-offload-dir), as vLLM's offloading connector names its
+  // "CPU" tier. The shared Redis tier sends none: its blocks belong to no replica.
+  std::optional<std::string> medium;
 
   bool operator==(const KvCacheEvent&) const = default;
 };

@@ -101,6 +101,13 @@ std::string EncodeKvEventBatch(double ts, const std::vector<KvCacheEvent>& event
     pk.pack_str(static_cast<uint32_t>(s.size()));
     pk.pack_str_body(s.data(), static_cast<uint32_t>(s.size()));
   };
+  auto pack_medium = [&](const KvCacheEvent& e) {
+    if (e.medium.has_value()) {
+      pack_str(*e.medium);
+    } else {
+      pk.pack_nil();
+    }
+  };
   pk.pack_array(3);
   pk.pack_double(ts);
   pk.pack_array(static_cast<uint32_t>(events.size()));
@@ -120,7 +127,7 @@ std::string EncodeKvEventBatch(double ts, const std::vector<KvCacheEvent>& event
         for (TokenId t : e.token_ids) pk.pack_int32(t);
         pk.pack_int64(block_size);
         pk.pack_nil();  // lora_id
-        pk.pack_nil();  // medium
+        pack_medium(e);
         pk.pack_nil();  // lora_name
         break;
       case KvCacheEvent::Kind::kBlockRemoved:
@@ -128,7 +135,7 @@ std::string EncodeKvEventBatch(double ts, const std::vector<KvCacheEvent>& event
         pack_str("BlockRemoved");
         pk.pack_array(static_cast<uint32_t>(e.block_hashes.size()));
         for (uint64_t h : e.block_hashes) pk.pack_uint64(h);
-        pk.pack_nil();  // medium
+        pack_medium(e);
         break;
       case KvCacheEvent::Kind::kAllBlocksCleared:
         pk.pack_array(1);
@@ -166,9 +173,11 @@ StatusOr<KvEventBatch> DecodeKvEventBatch(std::string_view payload) {
         ev.block_hashes = f[1].as<std::vector<uint64_t>>();
         if (!f[2].is_nil()) ev.parent_block_hash = f[2].as<uint64_t>();
         ev.token_ids = f[3].as<std::vector<TokenId>>();
+        if (n >= 7 && !f[6].is_nil()) ev.medium = f[6].as<std::string>();
       } else if (tag == "BlockRemoved" && n >= 2) {
         ev.kind = KvCacheEvent::Kind::kBlockRemoved;
         ev.block_hashes = f[1].as<std::vector<uint64_t>>();
+        if (n >= 3 && !f[2].is_nil()) ev.medium = f[2].as<std::string>();
       } else if (tag == "AllBlocksCleared") {
         ev.kind = KvCacheEvent::Kind::kAllBlocksCleared;
       } else {

@@ -8,8 +8,8 @@
 //   events, msgspec's array form with the class name first (vLLM up to 0.23; later routers
 //   accept it too):
 //     ["BlockStored", [block_hash, ...], parent_block_hash | nil, [token_id, ...],
-//      block_size, lora_id (nil), medium (nil), lora_name (nil)]
-//     ["BlockRemoved", [block_hash, ...], medium (nil)]
+//      block_size, lora_id (nil), medium, lora_name (nil)]
+//     ["BlockRemoved", [block_hash, ...], medium]
 //     ["AllBlocksCleared"]
 //   Replay (optional ROUTER socket): a client sends the 8-byte big-endian sequence number to
 //   start from and gets [topic, seq, payload] for every buffered batch from there, then
@@ -17,7 +17,8 @@
 //
 // Block hashes are kvserve's (kv/kv_events.h: the namespace-keyed hash chain, uint64), not
 // vLLM's SHA-256 ones: routers that recompute their own hash from token_ids (Dynamo) or key on
-// the engine's (llm-d) work with either. `medium` is nil: the primary KV tier.
+// the engine's (llm-d) work with either. `medium` is nil for the primary (memory) tier and
+// "DISK" for the disk tier.
 #pragma once
 
 #include <atomic>

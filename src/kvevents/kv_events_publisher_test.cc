@@ -104,6 +104,24 @@ TEST(KvEventsConfigTest, VllmFieldsAndDefaults) {
   EXPECT_FALSE(ParseKvEventsConfig(R"({"topic": 5})").ok());
 }
 
+// The disk tier's events name their medium; the memory tier's leave it nil (above).
+TEST(KvEventsWireTest, TheDiskTierNamesItsMedium) {
+  KvCacheEvent stored{KvCacheEvent::Kind::kBlockStored, {5}, 4, {1, 2, 3, 4}};
+  stored.medium = "DISK";
+  KvCacheEvent removed{KvCacheEvent::Kind::kBlockRemoved, {5}, std::nullopt, {}};
+  removed.medium = "DISK";
+  const std::string payload = EncodeKvEventBatch(1.0, {stored, removed}, 4);
+  msgpack::object_handle oh = msgpack::unpack(payload.data(), payload.size());
+  const msgpack::object& events = oh.get().via.array.ptr[1];
+  EXPECT_EQ(events.via.array.ptr[0].via.array.ptr[6].as<std::string>(), "DISK");
+  EXPECT_EQ(events.via.array.ptr[1].via.array.ptr[2].as<std::string>(), "DISK");
+  auto decoded = DecodeKvEventBatch(payload);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  ASSERT_EQ(decoded->events.size(), 2u);
+  EXPECT_EQ(decoded->events[0], stored);
+  EXPECT_EQ(decoded->events[1], removed);
+}
+
 TEST(KvEventsWireTest, VllmArrayLayout) {
   const Decoded d = Decode(EncodeKvEventBatch(1700000000.25, kEvents, 4));
   EXPECT_DOUBLE_EQ(d.ts, 1700000000.25);

@@ -90,7 +90,8 @@ StatusOr<std::unique_ptr<DiskKvStore>> DiskKvStore::Open(const DiskKvStoreOption
     return InvalidArgumentError("--kv-offload-dir: cannot create " + folder + ": " +
                                 ec.message());
   }
-  std::unique_ptr<DiskKvStore> store(new DiskKvStore(folder, options.max_bytes));
+  std::unique_ptr<DiskKvStore> store(
+      new DiskKvStore(folder, options.max_bytes, options.on_removed));
   // Index what an earlier run left, oldest first.
   struct Found {
     fs::file_time_type mtime;
@@ -129,8 +130,16 @@ StatusOr<std::unique_ptr<DiskKvStore>> DiskKvStore::Open(const DiskKvStoreOption
       store->forget_locked(store->lru_.front());
     }
   }
+  // Files trimmed here are not reported: no event ever announced them.
   for (const std::string& v : victims) ::unlink(v.c_str());
   return store;
+}
+
+void DiskKvStore::remove_files(const std::vector<uint64_t>& keys) const {
+  for (uint64_t key : keys) {
+    ::unlink(path_of(key).c_str());
+    if (on_removed_) on_removed_(key);
+  }
 }
 
 std::string DiskKvStore::path_of(uint64_t key) const {
@@ -167,7 +176,7 @@ Status DiskKvStore::Put(uint64_t key, std::string_view value) {
     ::unlink(tmp.c_str());
     return UnavailableError("disk tier: cannot write " + path + ": " + std::strerror(err));
   }
-  std::vector<std::string> victims;
+  std::vector<uint64_t> victims;
   {
     std::lock_guard<std::mutex> lock(mu_);
     forget_locked(key);
@@ -175,11 +184,11 @@ Status DiskKvStore::Put(uint64_t key, std::string_view value) {
     index_[key] = {bytes, std::prev(lru_.end())};
     total_bytes_ += bytes;
     while (total_bytes_ > max_bytes_ && lru_.front() != key) {
-      victims.push_back(path_of(lru_.front()));
+      victims.push_back(lru_.front());
       forget_locked(lru_.front());
     }
   }
-  for (const std::string& v : victims) ::unlink(v.c_str());
+  remove_files(victims);
   return OkStatus();
 }
 
@@ -224,9 +233,10 @@ bool DiskKvStore::MayContain(uint64_t key) const {
 void DiskKvStore::Erase(uint64_t key) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (index_.count(key) == 0) return;
     forget_locked(key);
   }
-  ::unlink(path_of(key).c_str());
+  remove_files({key});
 }
 
 int64_t DiskKvStore::num_files() const {

@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "kvtier/kv_block_store.h"
 
@@ -19,6 +21,9 @@ struct DiskKvStoreOptions {
   std::string dir;          // created if absent
   uint64_t fingerprint = 0;
   int64_t max_bytes = 0;    // the files of this fingerprint stay within it (> 0)
+  // Called with each key whose file the store deleted after Open (the LRU budget, Erase), on
+  // the deleting thread, outside the store's lock (KV events: BlockRemoved on "DISK").
+  std::function<void(uint64_t key)> on_removed;
 };
 
 // Owns the index of the files of its fingerprint folder (key -> size, least recently used
@@ -56,14 +61,17 @@ class DiskKvStore : public KvBlockStore {
     int64_t bytes = 0;
     std::list<uint64_t>::iterator lru;  // position in lru_
   };
-  DiskKvStore(std::string folder, int64_t max_bytes)
-      : folder_(std::move(folder)), max_bytes_(max_bytes) {}
+  DiskKvStore(std::string folder, int64_t max_bytes, std::function<void(uint64_t)> on_removed)
+      : folder_(std::move(folder)), max_bytes_(max_bytes), on_removed_(std::move(on_removed)) {}
+  // Deletes the files of keys the index already forgot, and reports them.
+  void remove_files(const std::vector<uint64_t>& keys) const;
   std::string path_of(uint64_t key) const;
   // Under mu_: drops `key` from the index; returns its path for deletion outside the lock.
   void forget_locked(uint64_t key);
 
   const std::string folder_;
   const int64_t max_bytes_;
+  const std::function<void(uint64_t)> on_removed_;
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, Entry> index_;
   std::list<uint64_t> lru_;  // front = least recently used

@@ -63,6 +63,16 @@ TEST_F(DiskKvStoreTest, KeepsItsBudgetByDroppingTheLeastRecentlyUsed) {
   EXPECT_FALSE(s->Put(9, Value(9, 400)).ok());  // larger than the whole budget
 }
 
+TEST_F(DiskKvStoreTest, ReportsEveryFileItDeletes) {
+  std::vector<uint64_t> removed;
+  auto s = DiskKvStore::Open({dir_.string(), 7, 250, [&](uint64_t k) { removed.push_back(k); }});
+  ASSERT_TRUE(s.ok());
+  for (int i = 1; i <= 3; ++i) ASSERT_TRUE((*s)->Put(i, Value(i)).ok());  // 3 evicts 1
+  (*s)->Erase(2);
+  (*s)->Erase(2);  // not there any more: nothing to report
+  EXPECT_EQ(removed, (std::vector<uint64_t>{1, 2}));
+}
+
 TEST_F(DiskKvStoreTest, ARestartFindsTheBlocksAndDropsTemporaries) {
   {
     auto s = Open(7, 1 << 20);

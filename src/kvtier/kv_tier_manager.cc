@@ -131,7 +131,7 @@ void KvTierManager::Offer(const KvTierBlock& block,
         if (w->store->tier() == KvTier::kRedis) published_.erase(block.key);
         continue;
       }
-      w->queue.push_back({block.key, record});
+      w->queue.push_back({block, record});
       w->queued_bytes += bytes;
     }
   }
@@ -140,8 +140,21 @@ void KvTierManager::Offer(const KvTierBlock& block,
 
 void KvTierManager::write_loop(Writer* w) {
   KvTierCounters* c = &stats_.tiers[static_cast<int>(w->store->tier())];
+  const bool disk_events = w->store->tier() == KvTier::kDisk && options_.on_disk_events;
+  std::vector<KvCacheEvent> events;  // written since the queue was last empty
+  auto flush_events = [&] {
+    if (events.empty()) return;
+    options_.on_disk_events(std::move(events));
+    events.clear();
+  };
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
+    if (w->queue.empty() && !events.empty()) {
+      lock.unlock();
+      flush_events();
+      lock.lock();
+      continue;
+    }
     cv_.wait(lock, [&] { return stopping_ || !w->queue.empty(); });
     if (w->queue.empty()) return;  // stopping, and everything queued is written
     Write item = std::move(w->queue.front());
@@ -149,7 +162,17 @@ void KvTierManager::write_loop(Writer* w) {
     const auto bytes = static_cast<int64_t>(item.record->size());
     lock.unlock();
     const Clock::time_point start = Clock::now();
-    const Status s = w->store->Put(item.key, *item.record);
+    const Status s = w->store->Put(item.block.key, *item.record);
+    if (s.ok() && disk_events) {
+      KvCacheEvent e;
+      e.kind = KvCacheEvent::Kind::kBlockStored;
+      e.block_hashes = {item.block.key};
+      if (item.block.parent_key != 0) e.parent_block_hash = item.block.parent_key;
+      e.token_ids = item.block.tokens;
+      e.medium = "DISK";
+      events.push_back(std::move(e));
+      if (events.size() >= 64) flush_events();
+    }
     const double seconds = SecondsBetween(start, Clock::now());
     item.record.reset();  // the last writer returns the buffer to the pool
     lock.lock();
@@ -162,7 +185,7 @@ void KvTierManager::write_loop(Writer* w) {
     } else {
       ++c->write_errors;
       c->available = w->store->tier() != KvTier::kRedis;
-      if (w->store->tier() == KvTier::kRedis) published_.erase(item.key);
+      if (w->store->tier() == KvTier::kRedis) published_.erase(item.block.key);
       if (c->write_errors == 1 || c->write_errors % 1000 == 0) {
         KV_LOG(WARNING) << KvTierName(w->store->tier()) << " tier: " << s.message() << " ("
                         << c->write_errors << " failed writes so far; serving goes on)";

@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <mutex>
@@ -26,6 +27,7 @@
 
 #include "base/ids.h"
 #include "base/status.h"
+#include "kv/kv_events.h"
 #include "kvtier/kv_block_store.h"
 
 namespace kvserve {
@@ -45,6 +47,9 @@ struct KvTierManagerOptions {
   // Buffers kept for reuse (records being written, loaded payloads): fresh memory costs a page
   // fault per 4 KiB, which on a VM is slower than reading the block.
   int64_t max_pooled_bytes = int64_t{64} << 20;
+  // KV events of the disk tier: called on a writer thread with BlockStored events (medium
+  // "DISK") for blocks written to disk, in batches. Must not block (KvEventPublisher::Publish).
+  std::function<void(std::vector<KvCacheEvent>)> on_disk_events;
   // A block published to Redis is not published again for this long (Redis keeps it for its
   // TTL; 0: publish each time it is offered).
   std::chrono::seconds redis_republish_after{1800};
@@ -156,7 +161,7 @@ class KvTierManager {
 
  private:
   struct Write {
-    uint64_t key = 0;
+    KvTierBlock block;
     std::shared_ptr<std::string> record;  // encoded once, shared by the stores; back to the pool
   };
   struct Writer {

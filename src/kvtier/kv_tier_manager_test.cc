@@ -138,6 +138,33 @@ TEST_F(KvTierManagerTest, HandsOutLongLoadsInChunks) {
   EXPECT_EQ(m->num_loads_in_flight(), 0);
 }
 
+TEST_F(KvTierManagerTest, AnnouncesBlocksWrittenToDisk) {
+  KvTierManagerOptions o;
+  o.fingerprint = kFingerprint;
+  o.block_size = 2;
+  o.block_bytes = kBlockBytes;
+  o.disk = std::move(DiskKvStore::Open({dir_.string(), kFingerprint, 1 << 20})).value();
+  std::mutex mu;
+  std::vector<KvCacheEvent> events;
+  o.on_disk_events = [&](std::vector<KvCacheEvent> batch) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (KvCacheEvent& e : batch) events.push_back(std::move(e));
+  };
+  auto m = std::move(KvTierManager::Create(std::move(o))).value();
+  Offer(m.get(), 1, 0);
+  Offer(m.get(), 2, 1);
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return events.size() == 2;
+  }));
+  EXPECT_EQ(events[0].kind, KvCacheEvent::Kind::kBlockStored);
+  EXPECT_EQ(events[0].block_hashes, std::vector<uint64_t>{1});
+  EXPECT_FALSE(events[0].parent_block_hash.has_value());
+  EXPECT_EQ(events[1].parent_block_hash, 1u);
+  EXPECT_EQ(events[1].token_ids, Block(2, 1).tokens);
+  EXPECT_EQ(events[1].medium, "DISK");
+}
+
 TEST_F(KvTierManagerTest, NeverHandsOutACorruptedOrMismatchedBlock) {
   auto m = Make(true, false);
   for (uint64_t k = 1; k <= 3; ++k) Offer(m.get(), k, k - 1);

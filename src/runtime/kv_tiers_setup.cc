@@ -68,9 +68,9 @@ uint64_t KvTierFingerprint(const LlamaModel& model, const VocabSpec* vocab,
   return f.Digest();
 }
 
-StatusOr<std::unique_ptr<KvTierManager>> CreateKvTiers(const KvTierFlags& flags,
-                                                       uint64_t fingerprint,
-                                                       const KvStorage& storage) {
+StatusOr<std::unique_ptr<KvTierManager>> CreateKvTiers(
+    const KvTierFlags& flags, uint64_t fingerprint, const KvStorage& storage,
+    std::function<void(std::vector<KvCacheEvent>)> on_disk_events) {
   KvTierManagerOptions o;
   o.fingerprint = fingerprint;
   o.block_size = storage.spec().block_size;
@@ -83,6 +83,16 @@ StatusOr<std::unique_ptr<KvTierManager>> CreateKvTiers(const KvTierFlags& flags,
     d.dir = flags.offload_dir;
     d.fingerprint = fingerprint;
     d.max_bytes = flags.offload_bytes;
+    if (on_disk_events) {
+      d.on_removed = [on_disk_events](uint64_t key) {
+        KvCacheEvent e;
+        e.kind = KvCacheEvent::Kind::kBlockRemoved;
+        e.block_hashes = {key};
+        e.medium = "DISK";
+        on_disk_events({std::move(e)});
+      };
+      o.on_disk_events = on_disk_events;
+    }
     KV_ASSIGN_OR_RETURN(o.disk, DiskKvStore::Open(d));
   } else if (flags.offload_bytes > 0) {
     return InvalidArgumentError("--kv-offload-bytes needs --kv-offload-dir");

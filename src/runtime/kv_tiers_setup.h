@@ -36,9 +36,11 @@ uint64_t KvTierFingerprint(const LlamaModel& model, const VocabSpec* vocab,
 
 // The stores and their manager for `flags` (flags.enabled()), keyed by `fingerprint`.
 // InvalidArgument for inconsistent flags, a folder that cannot be created or a bad Redis URL;
-// a Redis that is down is not an error (the tier degrades until it is back).
-StatusOr<std::unique_ptr<KvTierManager>> CreateKvTiers(const KvTierFlags& flags,
-                                                       uint64_t fingerprint,
-                                                       const KvStorage& storage);
+// a Redis that is down is not an error (the tier degrades until it is back). `on_disk_events`
+// (optional, --kv-events-config): the disk tier's BlockStored / BlockRemoved events, medium
+// "DISK", from the tiers' threads; it must not block.
+StatusOr<std::unique_ptr<KvTierManager>> CreateKvTiers(
+    const KvTierFlags& flags, uint64_t fingerprint, const KvStorage& storage,
+    std::function<void(std::vector<KvCacheEvent>)> on_disk_events = nullptr);
 
 }  // namespace kvserve
