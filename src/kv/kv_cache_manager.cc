@@ -101,7 +101,16 @@ KvCacheManager::~KvCacheManager() = default;
 
 std::vector<StoredKvBlock> KvCacheManager::take_stored_blocks() {
   std::vector<StoredKvBlock> out;
-  out.swap(impl_->stored);
+  out.reserve(impl_->stored.size());
+  // Only blocks the tree still holds under the same key: one evicted since (and perhaps
+  // reused by another sequence, its KV overwritten) must not be copied out under its old key.
+  for (StoredKvBlock& b : impl_->stored) {
+    const RadixCache::NodeId node = impl_->tree.node_of_block(b.block);
+    if (node != RadixCache::kNoNode && impl_->tree.block_hash(node) == b.key) {
+      out.push_back(std::move(b));
+    }
+  }
+  impl_->stored.clear();
   return out;
 }
 

@@ -166,8 +166,9 @@ class KvCacheManager {
   const RadixCache& radix_cache() const;
   void check_invariants() const;
 
-  // The blocks that entered the prefix cache since the last call (record_stored_blocks),
-  // in order. Take them before the next allocation (schedule(), compaction) evicts any.
+  // The blocks that entered the prefix cache since the last call (record_stored_blocks) and
+  // are still in it under the same key, in order (one evicted since, its id perhaps reused,
+  // is left out). Take them before the forward pass that may overwrite a reused block.
   std::vector<StoredKvBlock> take_stored_blocks();
 
   // KV tiers: adds blocks [first_block, first_block + num_blocks) of `tokens` (whole blocks of

@@ -543,6 +543,21 @@ TEST(KvCacheManagerImportTest, ImportedBlocksAreMatchedAndEvictable) {
   Free(kv, 1);
 }
 
+// A block imported and then evicted (its id reused by a sequence, which overwrites its KV)
+// before the engine takes the stored blocks must not be offered under its old key.
+TEST(KvCacheManagerImportTest, EvictedBlocksAreNotOfferedUnderTheirOldKey) {
+  KvCacheManager kv({.num_blocks = 4, .block_size = 4, .record_stored_blocks = true});
+  EXPECT_EQ(kv.import_blocks("m", Range(1, 17), 0, 4, [](BlockId, int64_t) {}), 4);
+  Admit(kv, 1, "m", Range(100, 111));  // 3 blocks: evicts 3 of the 4 imported ones
+  const std::vector<StoredKvBlock> stored = kv.take_stored_blocks();
+  // The one imported block still cached, and the sequence's own committed blocks.
+  int64_t imported_left = 0;
+  for (const StoredKvBlock& b : stored) imported_left += b.tokens.front() < 100;
+  EXPECT_EQ(imported_left, 1);
+  EXPECT_EQ(static_cast<int64_t>(stored.size()), 1 + 3);
+  Free(kv, 1);
+}
+
 TEST(KvCacheManagerImportTest, ImportsWhatThePoolCanHoldWithoutEvictingItsOwnPrefix) {
   KvCacheManager kv({.num_blocks = 4, .block_size = 4});
   const auto prompt = Range(1, 25);  // 6 full blocks + 1

@@ -1,6 +1,7 @@
 #include "kvtier/disk_kv_store.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -56,10 +57,11 @@ int WriteWholeFile(const std::string& path, std::string_view data) {
 }
 
 // The whole file into the front of *buffer (grown when too small, never shrunk) and its size
-// into *size, or false when it cannot be read.
-bool ReadWholeFile(const std::string& path, std::string* buffer, size_t* size) {
+// into *size; 0, or the errno of the failure (ENODATA for a file that shrank while read).
+int ReadWholeFile(const std::string& path, std::string* buffer, size_t* size) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+  if (fd < 0) return errno;
+  errno = 0;
   struct stat st;
   bool ok = ::fstat(fd, &st) == 0;
   if (ok) {
@@ -73,8 +75,9 @@ bool ReadWholeFile(const std::string& path, std::string* buffer, size_t* size) {
       else done += static_cast<size_t>(n);
     }
   }
+  const int err = ok ? 0 : (errno != 0 ? errno : ENODATA);
   ::close(fd);
-  return ok;
+  return err;
 }
 
 }  // namespace
@@ -90,8 +93,19 @@ StatusOr<std::unique_ptr<DiskKvStore>> DiskKvStore::Open(const DiskKvStoreOption
     return InvalidArgumentError("--kv-offload-dir: cannot create " + folder + ": " +
                                 ec.message());
   }
-  std::unique_ptr<DiskKvStore> store(
-      new DiskKvStore(folder, options.max_bytes, options.on_removed));
+  std::unique_ptr<DiskKvStore> store(new DiskKvStore(folder, options.max_bytes));
+  const std::string lock_path = folder + "/.lock";
+  store->lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (store->lock_fd_ < 0) {
+    return InvalidArgumentError("--kv-offload-dir: cannot create " + lock_path + ": " +
+                                std::strerror(errno));
+  }
+  if (::flock(store->lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    return FailedPreconditionError(
+        "--kv-offload-dir: " + folder +
+        " is in use by another process (one folder per server; replicas share blocks "
+        "through --kv-redis)");
+  }
   // Index what an earlier run left, oldest first.
   struct Found {
     fs::file_time_type mtime;
@@ -103,15 +117,19 @@ StatusOr<std::unique_ptr<DiskKvStore>> DiskKvStore::Open(const DiskKvStoreOption
   if (ec) return InvalidArgumentError("--kv-offload-dir: cannot list " + folder + ": " + ec.message());
   for (; it != end; it.increment(ec)) {
     if (ec) break;
-    if (!it->is_regular_file(ec)) continue;
+    if (!it->is_regular_file(ec) || ec) continue;
     const fs::path& p = it->path();
     const std::string name = p.filename().string();
     uint64_t key;
     if (name.find(".tmp") != std::string::npos) {
-      fs::remove(p, ec);
+      fs::remove(p, ec);  // ours: the folder's lock says no other process is writing here
       ++store->num_removed_temporaries_;
     } else if (p.extension() == ".kvb" && ParseHex16(p.stem().string(), &key)) {
-      found.push_back({it->last_write_time(ec), key, static_cast<int64_t>(it->file_size(ec))});
+      std::error_code time_ec, size_ec;
+      const fs::file_time_type mtime = it->last_write_time(time_ec);
+      const uintmax_t size = it->file_size(size_ec);
+      if (time_ec || size_ec) continue;  // vanished while listed
+      found.push_back({mtime, key, static_cast<int64_t>(size)});
     }
   }
   std::sort(found.begin(), found.end(),
@@ -140,6 +158,10 @@ void DiskKvStore::remove_files(const std::vector<uint64_t>& keys) const {
     ::unlink(path_of(key).c_str());
     if (on_removed_) on_removed_(key);
   }
+}
+
+DiskKvStore::~DiskKvStore() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
 }
 
 std::string DiskKvStore::path_of(uint64_t key) const {
@@ -215,8 +237,10 @@ StatusOr<size_t> DiskKvStore::ForEachInPrefix(
       lru_.splice(lru_.end(), lru_, it->second.lru);  // used now
     }
     size_t size = 0;
-    if (!ReadWholeFile(path_of(key), &buffer, &size)) {
-      Erase(key);  // removed behind our back (another process, an operator)
+    if (const int err = ReadWholeFile(path_of(key), &buffer, &size); err != 0) {
+      // Gone (an operator removed it): forget it. Anything else (EMFILE, EIO) is a miss now,
+      // and the file stays for later.
+      if (err == ENOENT) Erase(key);
       break;
     }
     if (!visit(visited, std::string_view(buffer.data(), size))) break;

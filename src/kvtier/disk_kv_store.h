@@ -21,11 +21,12 @@ struct DiskKvStoreOptions {
   std::string dir;          // created if absent
   uint64_t fingerprint = 0;
   int64_t max_bytes = 0;    // the files of this fingerprint stay within it (> 0)
-  // Called with each key whose file the store deleted after Open (the LRU budget, Erase), on
-  // the deleting thread, outside the store's lock (KV events: BlockRemoved on "DISK").
-  std::function<void(uint64_t key)> on_removed;
 };
 
+// One process per folder: Open takes an exclusive lock (flock) on DIR/kvserve-<fingerprint>/
+// .lock and fails while another process holds it (its index and budget are its own; replicas
+// share blocks through Redis, not through one folder).
+//
 // Owns the index of the files of its fingerprint folder (key -> size, least recently used
 // first) and keeps their total within max_bytes by deleting the least recently used. Files of
 // the folder found at Open() are indexed (oldest modification first in the LRU order).
@@ -35,6 +36,14 @@ class DiskKvStore : public KvBlockStore {
  public:
   // Fails when the folder cannot be created or listed.
   static StatusOr<std::unique_ptr<DiskKvStore>> Open(const DiskKvStoreOptions& options);
+  ~DiskKvStore() override;
+
+  // Called with each key whose file the store deletes from now on (the LRU budget, Erase), on
+  // the deleting thread, outside the store's lock (KV events: BlockRemoved on "DISK"). Set it
+  // before the store is shared between threads.
+  void set_removal_listener(std::function<void(uint64_t key)> listener) {
+    on_removed_ = std::move(listener);
+  }
 
   KvTier tier() const override { return KvTier::kDisk; }
   // Fails (and stores nothing) when the value exceeds max_bytes or the write fails (disk
@@ -61,8 +70,8 @@ class DiskKvStore : public KvBlockStore {
     int64_t bytes = 0;
     std::list<uint64_t>::iterator lru;  // position in lru_
   };
-  DiskKvStore(std::string folder, int64_t max_bytes, std::function<void(uint64_t)> on_removed)
-      : folder_(std::move(folder)), max_bytes_(max_bytes), on_removed_(std::move(on_removed)) {}
+  DiskKvStore(std::string folder, int64_t max_bytes)
+      : folder_(std::move(folder)), max_bytes_(max_bytes) {}
   // Deletes the files of keys the index already forgot, and reports them.
   void remove_files(const std::vector<uint64_t>& keys) const;
   std::string path_of(uint64_t key) const;
@@ -71,7 +80,8 @@ class DiskKvStore : public KvBlockStore {
 
   const std::string folder_;
   const int64_t max_bytes_;
-  const std::function<void(uint64_t)> on_removed_;
+  std::function<void(uint64_t)> on_removed_;
+  int lock_fd_ = -1;  // holds the folder's flock
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, Entry> index_;
   std::list<uint64_t> lru_;  // front = least recently used

@@ -65,8 +65,9 @@ TEST_F(DiskKvStoreTest, KeepsItsBudgetByDroppingTheLeastRecentlyUsed) {
 
 TEST_F(DiskKvStoreTest, ReportsEveryFileItDeletes) {
   std::vector<uint64_t> removed;
-  auto s = DiskKvStore::Open({dir_.string(), 7, 250, [&](uint64_t k) { removed.push_back(k); }});
+  auto s = DiskKvStore::Open({dir_.string(), 7, 250});
   ASSERT_TRUE(s.ok());
+  (*s)->set_removal_listener([&](uint64_t k) { removed.push_back(k); });
   for (int i = 1; i <= 3; ++i) ASSERT_TRUE((*s)->Put(i, Value(i)).ok());  // 3 evicts 1
   (*s)->Erase(2);
   (*s)->Erase(2);  // not there any more: nothing to report
@@ -114,9 +115,21 @@ TEST_F(DiskKvStoreTest, AFailedWriteStoresNothingAndLeavesNoFile) {
   EXPECT_FALSE(s->MayContain(2));
   EXPECT_EQ(s->num_files(), 1);
   int files = 0;
-  for (const auto& e : fs::recursive_directory_iterator(s->folder())) files += e.is_regular_file();
-  EXPECT_EQ(files, 1);
+  for (const auto& e : fs::recursive_directory_iterator(s->folder())) {
+    files += e.is_regular_file() && e.path().filename() != ".lock";
+  }
+  EXPECT_EQ(files, 1);  // no partial file left
   EXPECT_TRUE(s->Put(3, Value(3)).ok());  // and it works again once there is room
+}
+
+TEST_F(DiskKvStoreTest, OneProcessPerFolder) {
+  auto first = Open(7, 1 << 20);
+  auto second = DiskKvStore::Open({dir_.string(), 7, 1 << 20});
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(second.status().message().find("in use by another process"), std::string::npos);
+  first.reset();  // the lock goes with it
+  EXPECT_TRUE(DiskKvStore::Open({dir_.string(), 7, 1 << 20}).ok());
 }
 
 TEST_F(DiskKvStoreTest, RefusesABadFolder) {

@@ -45,6 +45,17 @@ KvTierManager::KvTierManager(KvTierManagerOptions options) : options_(std::move(
     w->store = s;
     writers_.push_back(std::move(w));
   }
+  if (options_.on_disk_events) {
+    if (auto* d = dynamic_cast<DiskKvStore*>(options_.disk.get())) {
+      d->set_removal_listener([this](uint64_t key) {
+        KvCacheEvent e;
+        e.kind = KvCacheEvent::Kind::kBlockRemoved;
+        e.block_hashes = {key};
+        e.medium = "DISK";
+        note_disk_event(std::move(e));
+      });
+    }
+  }
   for (auto& w : writers_) w->thread = std::thread([this, p = w.get()] { write_loop(p); });
   loader_ = std::thread([this] { load_loop(); });
 }
@@ -53,10 +64,26 @@ KvTierManager::~KvTierManager() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
+    drain_deadline_ = Clock::now() + options_.shutdown_drain;
   }
   cv_.notify_all();
   for (auto& w : writers_) w->thread.join();
   loader_.join();
+  flush_disk_events();
+}
+
+void KvTierManager::note_disk_event(KvCacheEvent event) {
+  std::lock_guard<std::mutex> lock(events_mu_);
+  disk_events_.push_back(std::move(event));
+}
+
+void KvTierManager::flush_disk_events() {
+  if (!options_.on_disk_events) return;
+  std::lock_guard<std::mutex> lock(events_mu_);
+  if (disk_events_.empty()) return;
+  std::vector<KvCacheEvent> batch;
+  batch.swap(disk_events_);
+  options_.on_disk_events(std::move(batch));
 }
 
 KvBlockStore* KvTierManager::store(KvTier tier) const {
@@ -107,6 +134,26 @@ void KvTierManager::Offer(const KvTierBlock& block,
     to_redis = it == published_.end() || Clock::now() - it->second >= options_.redis_republish_after;
   }
   if (!to_disk && !to_redis) return;
+  {
+    // Room first: a block no queue can take is not worth copying out.
+    const auto expected = static_cast<int64_t>(
+        KvBlockRecordBytes(block.tokens.size(), static_cast<size_t>(options_.block_bytes)));
+    std::lock_guard<std::mutex> lock(mu_);
+    bool room = false;
+    for (auto& w : writers_) {
+      const bool wanted = w->store->tier() == KvTier::kDisk ? to_disk : to_redis;
+      if (!wanted) continue;
+      room = room || w->queued_bytes + expected <= options_.max_queued_write_bytes;
+    }
+    if (!room) {  // counted as dropped for each tier that wanted it
+      for (auto& w : writers_) {
+        if (w->store->tier() == KvTier::kDisk ? to_disk : to_redis) {
+          ++stats_.tiers[static_cast<int>(w->store->tier())].writes_dropped;
+        }
+      }
+      return;
+    }
+  }
   // Encoded once into a pooled buffer, shared by the writers, back to the pool after the last.
   std::string* buffer = new std::string(take_buffer());
   EncodeKvBlockRecordInto(options_.fingerprint, block.key, block.parent_key, block.tokens,
@@ -141,43 +188,49 @@ void KvTierManager::Offer(const KvTierBlock& block,
 void KvTierManager::write_loop(Writer* w) {
   KvTierCounters* c = &stats_.tiers[static_cast<int>(w->store->tier())];
   const bool disk_events = w->store->tier() == KvTier::kDisk && options_.on_disk_events;
-  std::vector<KvCacheEvent> events;  // written since the queue was last empty
-  auto flush_events = [&] {
-    if (events.empty()) return;
-    options_.on_disk_events(std::move(events));
-    events.clear();
-  };
+  int64_t unflushed = 0;  // stored events noted since the last batch
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    if (w->queue.empty() && !events.empty()) {
+    if (w->queue.empty() && unflushed > 0) {
+      unflushed = 0;
       lock.unlock();
-      flush_events();
+      flush_disk_events();
       lock.lock();
       continue;
     }
     cv_.wait(lock, [&] { return stopping_ || !w->queue.empty(); });
     if (w->queue.empty()) return;  // stopping, and everything queued is written
+    if (stopping_ && Clock::now() >= drain_deadline_) {
+      // Shutting down and out of time (a slow Redis, a stalled disk): drop the rest.
+      c->writes_dropped += static_cast<int64_t>(w->queue.size());
+      w->queue.clear();
+      w->queued_bytes = 0;
+      return;
+    }
     Write item = std::move(w->queue.front());
     w->queue.pop_front();
     const auto bytes = static_cast<int64_t>(item.record->size());
     lock.unlock();
     const Clock::time_point start = Clock::now();
     const Status s = w->store->Put(item.block.key, *item.record);
+    const double seconds = SecondsBetween(start, Clock::now());
+    item.record.reset();  // the last writer returns the buffer to the pool
     if (s.ok() && disk_events) {
       KvCacheEvent e;
       e.kind = KvCacheEvent::Kind::kBlockStored;
       e.block_hashes = {item.block.key};
       if (item.block.parent_key != 0) e.parent_block_hash = item.block.parent_key;
-      e.token_ids = item.block.tokens;
+      e.token_ids = std::move(item.block.tokens);
       e.medium = "DISK";
-      events.push_back(std::move(e));
-      if (events.size() >= 64) flush_events();
+      note_disk_event(std::move(e));  // after the removals this Put's budget caused
+      if (++unflushed >= 64) {
+        unflushed = 0;
+        flush_disk_events();
+      }
     }
-    const double seconds = SecondsBetween(start, Clock::now());
-    item.record.reset();  // the last writer returns the buffer to the pool
     lock.lock();
-    c->block_write_seconds.observe(seconds);
     w->queued_bytes -= bytes;
+    c->block_write_seconds.observe(seconds);
     if (s.ok()) {
       ++c->blocks_written;
       c->bytes_written += bytes;
@@ -231,6 +284,7 @@ void KvTierManager::load_loop() {
     loads_.pop_front();
     lock.unlock();
     load(request, started);
+    flush_disk_events();  // removals of corrupted blocks
     lock.lock();
   }
 }
@@ -258,8 +312,14 @@ void KvTierManager::load(const KvTierLoadRequest& request, Clock::time_point sta
     chunk = std::move(next);
   };
   size_t next = 0;
-  // Disk first (local), then Redis for what disk lacks, alternating while either finds more.
+  // Disk first (local), then Redis for what disk lacks, alternating while either finds more;
+  // nothing more once nobody waits.
+  bool expired = false;
   while (next < request.blocks.size()) {
+    if (Clock::now() >= request.deadline) {
+      expired = true;
+      break;
+    }
     size_t found = 0;
     for (KvTier tier : {KvTier::kDisk, KvTier::kRedis}) {
       KvBlockStore* s = store(tier);
@@ -272,6 +332,10 @@ void KvTierManager::load(const KvTierLoadRequest& request, Clock::time_point sta
     if (found == 0) break;
     next += found;
   }
+  if (expired) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.loads_expired;
+  }
   emit(true);
 }
 
@@ -282,6 +346,7 @@ size_t KvTierManager::read_verified(KvBlockStore* s, const KvTierBlock* blocks, 
   for (size_t i = 0; i < count; ++i) keys[i] = blocks[i].key;
   int64_t corrupt = 0, bytes = 0;
   size_t verified = 0;
+  std::vector<uint64_t> from_redis;  // in Redis already: not to be published again
   StatusOr<size_t> visited = s->ForEachInPrefix(keys, [&](size_t i, std::string_view value) {
     StatusOr<KvBlockRecord> r =
         DecodeKvBlockRecord(value, options_.fingerprint, keys[i], options_.block_bytes);
@@ -297,6 +362,7 @@ size_t KvTierManager::read_verified(KvBlockStore* s, const KvTierBlock* blocks, 
       ++corrupt;
       return false;
     }
+    if (s->tier() == KvTier::kRedis) from_redis.push_back(keys[i]);
     std::string payload = take_buffer();
     payload.assign(r->payload);
     chunk->payloads.push_back(std::move(payload));
@@ -322,6 +388,7 @@ size_t KvTierManager::read_verified(KvBlockStore* s, const KvTierBlock* blocks, 
     c.available = true;
   }
   c.corrupt_blocks += corrupt;
+  for (uint64_t key : from_redis) published_[key] = Clock::now();
   c.blocks_read += static_cast<int64_t>(verified);
   c.bytes_read += bytes;
   return verified;

@@ -47,9 +47,12 @@ struct KvTierManagerOptions {
   // Buffers kept for reuse (records being written, loaded payloads): fresh memory costs a page
   // fault per 4 KiB, which on a VM is slower than reading the block.
   int64_t max_pooled_bytes = int64_t{64} << 20;
-  // KV events of the disk tier: called on a writer thread with BlockStored events (medium
-  // "DISK") for blocks written to disk, in batches. Must not block (KvEventPublisher::Publish).
+  // KV events of the disk tier (a DiskKvStore): BlockStored for blocks written, BlockRemoved
+  // for blocks deleted (budget, corruption), medium "DISK", in the order they happened, in
+  // batches, from the tiers' threads. Must not block (KvEventPublisher::Publish).
   std::function<void(std::vector<KvCacheEvent>)> on_disk_events;
+  // On destruction, queued writes still get this long; what remains after is dropped.
+  std::chrono::milliseconds shutdown_drain{10000};
   // A block published to Redis is not published again for this long (Redis keeps it for its
   // TTL; 0: publish each time it is offered).
   std::chrono::seconds redis_republish_after{1800};
@@ -67,6 +70,9 @@ struct KvTierLoadRequest {
   SeqId id = 0;             // the request it is for (returned as is)
   int64_t first_block = 0;  // index in the prompt of blocks[0] (returned as is)
   std::vector<KvTierBlock> blocks;
+  // Past it nobody waits: a load not started by then is skipped, one under way stops reading
+  // (its last chunk says what it found).
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
 // A chunk of what a load found: consecutive blocks from first_block on, each from
@@ -119,6 +125,7 @@ struct KvTierStats {
   KvTierCounters tiers[kNumKvTiers];  // indexed by KvTier (kMemory unused)
   int64_t loads = 0;                  // loads started
   int64_t loads_with_hits = 0;        // of which found at least one block
+  int64_t loads_expired = 0;          // skipped or cut short: past their deadline
   double load_seconds_total = 0.0;    // StartLoad to done, summed
 };
 
@@ -180,6 +187,9 @@ class KvTierManager {
   size_t read_verified(KvBlockStore* store, const KvTierBlock* blocks, size_t count,
                        KvTierLoadResult* chunk, const std::function<void()>& emit);
   KvBlockStore* store(KvTier tier) const;
+  // Disk-tier KV events, kept in order across threads and handed out in batches.
+  void note_disk_event(KvCacheEvent event);
+  void flush_disk_events();
   std::string take_buffer();             // from the pool, or a new one
   void give_back(std::string buffer);    // to the pool (dropped when it is full)
 
@@ -187,6 +197,7 @@ class KvTierManager {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  std::chrono::steady_clock::time_point drain_deadline_;  // set when stopping
   std::vector<std::unique_ptr<Writer>> writers_;
   std::deque<std::pair<KvTierLoadRequest, std::chrono::steady_clock::time_point>> loads_;
   std::vector<KvTierLoadResult> loaded_;
@@ -194,6 +205,8 @@ class KvTierManager {
   std::thread loader_;
   std::unordered_map<uint64_t, std::chrono::steady_clock::time_point> published_;  // Redis
   KvTierStats stats_;
+  std::mutex events_mu_;  // held while a batch is handed out, so batches keep their order
+  std::vector<KvCacheEvent> disk_events_;
   std::mutex pool_mu_;
   std::vector<std::string> pool_;
   int64_t pooled_bytes_ = 0;

@@ -229,6 +229,7 @@ TEST_F(KvTierManagerTest, DropsWritesBeyondItsQueueAndFlushesTheRestOnDestructio
   o.block_bytes = kBlockBytes;
   auto store = std::make_unique<FakeStore>(KvTier::kRedis);
   FakeStore* fake = store.get();
+  fake->put_delay = std::chrono::milliseconds(20);  // the writer falls behind 50 quick offers
   o.redis = std::move(store);
   o.max_queued_write_bytes = 300;  // about two 128-byte records
   auto m = std::move(KvTierManager::Create(std::move(o))).value();

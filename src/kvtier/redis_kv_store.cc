@@ -331,6 +331,27 @@ StatusOr<std::vector<std::string>> RedisKvStore::GetPrefix(std::span<const uint6
   return values;
 }
 
+StatusOr<size_t> RedisKvStore::ForEachInPrefix(
+    std::span<const uint64_t> keys,
+    const std::function<bool(size_t index, std::string_view value)>& visit) {
+  size_t visited = 0;
+  while (visited < keys.size()) {
+    const std::span<const uint64_t> slice =
+        keys.subspan(visited, std::min(kMgetKeys, keys.size() - visited));
+    StatusOr<std::vector<std::string>> values = GetPrefix(slice);
+    if (!values.ok()) {
+      if (visited == 0) return values.status();
+      return visited;  // what was read stays good; the rest is a miss
+    }
+    for (const std::string& v : *values) {
+      if (!visit(visited, v)) return visited;
+      ++visited;
+    }
+    if (values->size() < slice.size()) break;  // a key was absent
+  }
+  return visited;
+}
+
 void RedisKvStore::Erase(uint64_t key) {
   const std::string redis_key = RedisKey(options_.fingerprint, key);
   std::lock_guard<std::mutex> lock(mu_);

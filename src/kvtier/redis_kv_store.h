@@ -79,6 +79,12 @@ class RedisKvStore : public KvBlockStore {
   Status Put(uint64_t key, std::string_view value) override;
   // One MGET of all keys; the values up to the first nil (or non-string).
   StatusOr<std::vector<std::string>> GetPrefix(std::span<const uint64_t> keys) override;
+  // Chunks of kMgetKeys keys per MGET, visited as each arrives: a long prefix neither waits
+  // for one huge reply nor holds all of it in memory at once.
+  StatusOr<size_t> ForEachInPrefix(
+      std::span<const uint64_t> keys,
+      const std::function<bool(size_t index, std::string_view value)>& visit) override;
+  static constexpr size_t kMgetKeys = 16;
   bool MayContain(uint64_t /*key*/) const override { return true; }
   // DEL, best effort (a failure only counts as an error).
   void Erase(uint64_t key) override;

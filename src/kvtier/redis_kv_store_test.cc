@@ -99,8 +99,10 @@ class RedisKvStoreTest : public ::testing::Test {
     RedisKvStoreOptions options;
     options.url = "redis://127.0.0.1:" + std::to_string(port_);
     options.fingerprint = fingerprint;
-    options.connect_timeout_ms = 200;
-    options.command_timeout_ms = 300;
+    // Generous timeouts: a slow sanitizer build on 2 busy cores must not read as an outage
+    // (the outage tests below set their own).
+    options.connect_timeout_ms = 2000;
+    options.command_timeout_ms = 3000;
     options.retry_interval_ms = 300;
     return options;
   }
@@ -253,15 +255,18 @@ TEST_F(RedisKvStoreTest, FailsFastWhileRedisIsDownAndReconnects) {
 }
 
 TEST_F(RedisKvStoreTest, TimesOutOnAHungRedis) {
-  auto store = Open(Options());
+  RedisKvStoreOptions options = Options();
+  options.command_timeout_ms = 300;
+  options.retry_interval_ms = 5000;  // the fail-fast call below is well inside the interval
+  auto store = Open(options);
   ASSERT_NE(store, nullptr);
   ASSERT_TRUE(store->Put(1, "v").ok());
   kill(server_->pid(), SIGSTOP);  // accepts nothing, answers nothing: a stalled Redis
   const uint64_t keys[] = {1};
-  EXPECT_LT(TimeMs([&] { EXPECT_FALSE(store->GetPrefix(keys).ok()); }), 1000);
+  EXPECT_LT(TimeMs([&] { EXPECT_FALSE(store->GetPrefix(keys).ok()); }), 2000);
   EXPECT_LT(TimeMs([&] { EXPECT_FALSE(store->Put(1, "w").ok()); }), 50);  // fail fast
   kill(server_->pid(), SIGCONT);
-  std::this_thread::sleep_for(milliseconds(Options().retry_interval_ms + 50));
+  std::this_thread::sleep_for(milliseconds(options.retry_interval_ms + 50));
   const auto got = store->GetPrefix(keys);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(*got, std::vector<std::string>{"v"});

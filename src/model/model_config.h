@@ -65,6 +65,9 @@ struct MoeConfig {
 enum class PoolingType { kNone = 0, kMean = 1, kCls = 2, kLast = 3 };
 const char* PoolingTypeName(PoolingType pooling);  // "none", "mean", "cls", "last"
 
+// A field added here that changes the KV a model computes (for a given prompt) must also be
+// hashed into KvTierFingerprint (runtime/kv_tiers_setup.cc), or the disk and Redis tiers could
+// serve KV computed under the old setting.
 struct ModelConfig {
   std::string architecture = "llama";  // GGUF general.architecture: llama, qwen2, mistral, bert
   std::string name;                    // general.name or the file name

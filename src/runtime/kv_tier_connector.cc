@@ -75,9 +75,10 @@ void KvTierConnector::start_load(Request* r, Scheduler* scheduler, KvCacheManage
     block.tokens.assign(tokens.begin() + b * bs, tokens.begin() + (b + 1) * bs);
     load.blocks.push_back(std::move(block));
   }
-  manager_->StartLoad(std::move(load));
   st.loading = true;
   st.deadline = Clock::now() + load_timeout_;
+  load.deadline = st.deadline;
+  manager_->StartLoad(std::move(load));
   st.load_first_block = first;
   scheduler->set_held(r->id(), true);
 }

@@ -15,16 +15,26 @@ uint64_t KvTierFingerprint(const LlamaModel& model, const VocabSpec* vocab,
   f.Add(std::string_view("kvserve KV tier v1"));
   const ModelConfig& c = model.config();
   f.Add(std::string_view(c.architecture));
+  // Every setting that changes hidden states, and so the KV of later layers (not only the
+  // weights' bytes: GGUF metadata such as the experts used per token or the RoPE scaling).
   for (int64_t v : {c.vocab_size, c.hidden_dim, c.ffn_dim, c.num_layers, c.num_heads,
                     c.num_kv_heads, c.head_dim, c.rope.head_dim, c.rope.rotary_dim,
                     static_cast<int64_t>(c.rope.layout), static_cast<int64_t>(c.rope.scaling),
                     c.rope.llama3_original_max_positions, c.rope.yarn_original_max_positions,
-                    c.mla.kv_lora_rank, c.mla.qk_rope_head_dim, c.mla.qk_nope_head_dim,
-                    static_cast<int64_t>(c.qkv_bias)}) {
+                    c.mla.q_lora_rank, c.mla.kv_lora_rank, c.mla.qk_rope_head_dim,
+                    c.mla.qk_nope_head_dim, c.mla.v_head_dim,
+                    static_cast<int64_t>(c.mla.split_kv_b), static_cast<int64_t>(c.qkv_bias),
+                    static_cast<int64_t>(c.tied_embeddings), c.moe.num_experts,
+                    c.moe.num_experts_used, c.moe.num_shared_experts, c.moe.expert_ffn_dim,
+                    c.moe.first_dense_layers, static_cast<int64_t>(c.moe.gating),
+                    static_cast<int64_t>(c.moe.selection_bias),
+                    static_cast<int64_t>(c.moe.normalize_weights), c.moe.num_groups,
+                    c.moe.num_groups_used, static_cast<int64_t>(c.causal)}) {
     f.Add(v);
   }
   for (float v : {c.norm_eps, c.rope.theta, c.rope.scaling_factor, c.rope.llama3_low_freq_factor,
-                  c.rope.llama3_high_freq_factor, c.mla.yarn_log_multiplier}) {
+                  c.rope.llama3_high_freq_factor, c.rope.yarn_beta_fast, c.rope.yarn_beta_slow,
+                  c.mla.yarn_log_multiplier, c.moe.weights_scale}) {
     f.Add(&v, sizeof(v));
   }
   const LoadedModel& loaded = model.loaded();
@@ -83,16 +93,7 @@ StatusOr<std::unique_ptr<KvTierManager>> CreateKvTiers(
     d.dir = flags.offload_dir;
     d.fingerprint = fingerprint;
     d.max_bytes = flags.offload_bytes;
-    if (on_disk_events) {
-      d.on_removed = [on_disk_events](uint64_t key) {
-        KvCacheEvent e;
-        e.kind = KvCacheEvent::Kind::kBlockRemoved;
-        e.block_hashes = {key};
-        e.medium = "DISK";
-        on_disk_events({std::move(e)});
-      };
-      o.on_disk_events = on_disk_events;
-    }
+    o.on_disk_events = std::move(on_disk_events);
     KV_ASSIGN_OR_RETURN(o.disk, DiskKvStore::Open(d));
   } else if (flags.offload_bytes > 0) {
     return InvalidArgumentError("--kv-offload-bytes needs --kv-offload-dir");

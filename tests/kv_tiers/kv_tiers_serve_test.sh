@@ -43,7 +43,7 @@ start() {
   local name="$1" port="$2"
   shift 2
   "$BIN" serve --model "${SERVE_MODEL:-$MODEL}" --port "$port" --threads 1 --served-model-name m \
-    --kv-cache-memory 8M "$@" >"$WORK/$name.log" 2>&1 &
+    --kv-cache-memory 8M --kv-tier-load-timeout-ms 30000 "$@" >"$WORK/$name.log" 2>&1 &
   SERVER_PID=$!
   PIDS+=("$SERVER_PID")
   wait_healthy "$port" "$SERVER_PID" "$WORK/$name.log"
