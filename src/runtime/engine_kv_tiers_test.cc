@@ -183,6 +183,11 @@ TEST(EngineKvTiersTimeoutTest, ALateLoadFallsBackToRecompute) {
   slow->HoldLookups();  // answers nothing until the test is done
   to.redis = std::move(store);
   auto tiers = std::move(KvTierManager::Create(std::move(to))).value();
+  // Released before the manager joins its loader, even when an assertion ends the test early.
+  struct ReleaseAtExit {
+    testing::MemoryKvStore* store;
+    ~ReleaseAtExit() { store->ReleaseLookups(); }
+  } release{slow};
   ThreadPool pool(1);
   EngineCoreOptions o = testing::TestCoreOptions(cache, 64);
   o.kv_tiers = tiers.get();
@@ -195,7 +200,6 @@ TEST(EngineKvTiersTimeoutTest, ALateLoadFallsBackToRecompute) {
   EXPECT_EQ(outs.back().num_cached_prompt_tokens, 0);
   EXPECT_EQ(core->kv_tier_connector()->stats().loads_timed_out, 1);
   EXPECT_EQ(slow->lookups_started(), 1);
-  slow->ReleaseLookups();
 }
 
 }  // namespace

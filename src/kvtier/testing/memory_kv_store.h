@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -27,6 +28,7 @@ class MemoryKvStore : public KvBlockStore {
     std::lock_guard<std::mutex> lock(mu_);
     if (down) return UnavailableError("down");
     values_[key] = std::string(value);
+    ++*puts;
     return OkStatus();
   }
   StatusOr<std::vector<std::string>> GetPrefix(std::span<const uint64_t> keys) override {
@@ -73,6 +75,8 @@ class MemoryKvStore : public KvBlockStore {
 
   std::atomic<bool> down{false};           // every call fails (Unavailable) while set
   std::chrono::milliseconds put_delay{0};  // set before use
+  // Successful Puts; shared, so a test can read it after the store's owner destroyed it.
+  std::shared_ptr<std::atomic<int64_t>> puts = std::make_shared<std::atomic<int64_t>>(0);
 
  private:
   const KvTier tier_;
