@@ -18,12 +18,6 @@ KvTierConnector::KvTierConnector(KvTierManager* manager, int64_t block_size,
   KV_CHECK(manager_ != nullptr);
 }
 
-int64_t KvTierConnector::num_held() const {
-  int64_t n = 0;
-  for (const auto& [id, st] : states_) n += st.loading;
-  return n;
-}
-
 void KvTierConnector::before_schedule(Scheduler* scheduler, KvCacheManager* kv,
                                       KvStorage* storage) {
   if (!kv->prefix_caching_enabled()) return;
@@ -47,11 +41,13 @@ void KvTierConnector::before_schedule(Scheduler* scheduler, KvCacheManager* kv,
   }
   for (SeqId id : scheduler->waiting_ids()) {
     if (states_.count(id) != 0) continue;
-    start_load(const_cast<Request*>(scheduler->request(id)), scheduler, kv);
+    start_load(*scheduler->request(id), scheduler, kv);
   }
 }
 
-void KvTierConnector::start_load(Request* r, Scheduler* scheduler, KvCacheManager* kv) {
+void KvTierConnector::start_load(const Request& request, Scheduler* scheduler,
+                                 KvCacheManager* kv) {
+  const Request* r = &request;
   State& st = states_[r->id()];
   const int64_t bs = block_size_;
   const PrefixMatch match =

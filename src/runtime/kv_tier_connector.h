@@ -49,7 +49,6 @@ class KvTierConnector {
                     std::vector<RequestOutput>* outputs);
 
   const KvTierEngineStats& stats() const { return stats_; }
-  int64_t num_held() const;
 
  private:
   struct State {
@@ -61,7 +60,8 @@ class KvTierConnector {
     bool counted = false;  // hits counted at admission
     int64_t by_tier[kNumKvTiers] = {};
   };
-  void start_load(Request* r, Scheduler* scheduler, KvCacheManager* kv);
+  // Looks the waiting request up in the tiers: a load and a hold, or nothing to load.
+  void start_load(const Request& request, Scheduler* scheduler, KvCacheManager* kv);
   // Copies one chunk of a load into the memory tier; the last chunk releases the request.
   void import(KvTierLoadResult* loaded, Scheduler* scheduler, KvCacheManager* kv,
               KvStorage* storage);
