@@ -166,7 +166,7 @@ void KvTierManager::Offer(const KvTierBlock& block,
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (to_redis) {
-      if (published_.size() >= (size_t{1} << 20)) published_.clear();  // bound the memory
+      if (published_.size() >= (size_t{1} << 16)) published_.clear();  // bound the memory (a few MB)
       published_[block.key] = Clock::now();
     }
     for (auto& w : writers_) {
