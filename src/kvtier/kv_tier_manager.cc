@@ -94,13 +94,16 @@ KvBlockStore* KvTierManager::store(KvTier tier) const {
 
 bool KvTierManager::has_tier(KvTier tier) const { return store(tier) != nullptr; }
 
-bool KvTierManager::wants(uint64_t key) const {
-  if (options_.disk != nullptr && !options_.disk->MayContain(key)) return true;
+bool KvTierManager::redis_wants(uint64_t key) const {
   if (options_.redis == nullptr) return false;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = published_.find(key);
   return it == published_.end() ||
          Clock::now() - it->second >= options_.redis_republish_after;
+}
+
+bool KvTierManager::wants(uint64_t key) const {
+  return (options_.disk != nullptr && !options_.disk->MayContain(key)) || redis_wants(key);
 }
 
 std::string KvTierManager::take_buffer() {
@@ -127,12 +130,7 @@ void KvTierManager::Recycle(std::vector<std::string> buffers) {
 void KvTierManager::Offer(const KvTierBlock& block,
                           const std::function<void(uint8_t* payload)>& fill) {
   const bool to_disk = options_.disk != nullptr && !options_.disk->MayContain(block.key);
-  bool to_redis = false;
-  if (options_.redis != nullptr) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = published_.find(block.key);
-    to_redis = it == published_.end() || Clock::now() - it->second >= options_.redis_republish_after;
-  }
+  const bool to_redis = redis_wants(block.key);
   if (!to_disk && !to_redis) return;
   {
     // Room first: a block no queue can take is not worth copying out.

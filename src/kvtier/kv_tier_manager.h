@@ -187,6 +187,8 @@ class KvTierManager {
   size_t read_verified(KvBlockStore* store, const KvTierBlock* blocks, size_t count,
                        KvTierLoadResult* chunk, const std::function<void()>& emit);
   KvBlockStore* store(KvTier tier) const;
+  // Redis is on and `key` was not published within redis_republish_after.
+  bool redis_wants(uint64_t key) const;
   // Disk-tier KV events, kept in order across threads and handed out in batches.
   void note_disk_event(KvCacheEvent event);
   void flush_disk_events();
