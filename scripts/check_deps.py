@@ -24,8 +24,9 @@ ALLOWED = {
     "runtime": {"model", "kvtier", "kv", "sampling", "tokenizer", "grammar", "tensor", "base"},
     "eval": {"runtime", "model", "kv", "sampling", "tokenizer", "tensor", "base"},
     "trace": {"base"},
-    "sim": {"runtime", "kv", "trace", "base"},
-    "plan": {"model", "kv", "tokenizer", "tensor", "base"},
+    "sim": {"cost", "plan", "loadgen", "runtime", "kv", "trace", "base"},
+    "cost": {"kv", "tensor", "base"},
+    "plan": {"cost", "model", "kv", "tokenizer", "tensor", "base"},
     "chat": {"model", "tokenizer", "base"},
     "toolcall": {"base"},
     "grammar": {"base"},
@@ -36,7 +37,7 @@ ALLOWED = {
     "server": {"http", "runtime", "kvtier", "grammar", "toolcall", "semcache", "kvevents", "model", "kv", "sampling", "tokenizer",
                "tensor", "base"},
     "loadgen": {"trace", "base"},
-    "cli": {"server", "http", "chat", "toolcall", "grammar", "semcache", "kvevents", "kvtier", "loadgen", "eval", "sim", "trace", "plan", "runtime", "model", "kv",
+    "cli": {"server", "http", "chat", "toolcall", "grammar", "semcache", "kvevents", "kvtier", "loadgen", "eval", "sim", "trace", "plan", "cost", "runtime", "model", "kv",
             "sampling", "tokenizer", "kernels", "tensor", "base"},
 }
 
