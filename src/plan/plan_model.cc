@@ -120,6 +120,7 @@ StatusOr<PlanModel> PlanModelFromGguf(const std::string& path) {
     params += n;
   }
   m.num_parameters = ToParams(params);
+  m.shape = CostShape(*d, m.num_parameters);
   const WeightBytesByType tally = TallyWeightBytes(file.tensors());
   m.weight_bytes = tally.total_bytes;
   m.weight_bytes_by_type = tally.by_type;
@@ -237,7 +238,61 @@ PlanModel PlanModelFromDescription(const ModelDescription& d, const std::string&
   m.num_parameters = EstimateParameters(d);
   m.weight_bytes = WeightBytesAt(m.num_parameters, dtype);
   m.weights_note = DTypeName(dtype);
+  m.shape = CostShape(d, m.num_parameters);
   return m;
+}
+
+cost::ModelShape CostShape(const ModelDescription& d, int64_t num_parameters) {
+  const ModelConfig& c = d.config;
+  cost::ModelShape s;
+  s.name = c.name;
+  s.num_layers = c.num_layers;
+  s.hidden_dim = c.hidden_dim;
+  s.num_heads = c.num_heads;
+  if (d.is_mla()) {  // the absorbed form: MQA over the latent (+ the RoPE key)
+    s.attention_qk_dim = c.mla.kv_lora_rank + c.mla.qk_rope_head_dim;
+    s.attention_v_dim = c.mla.kv_lora_rank;
+  } else {
+    s.attention_qk_dim = s.attention_v_dim = c.head_dim;
+  }
+  s.sliding_window_tokens = d.sliding_window_tokens;
+  const __int128 table = static_cast<__int128>(c.vocab_size) * c.hidden_dim;
+  s.output_parameters = ToParams(table);
+  __int128 routed = 0;
+  if (c.moe.num_experts > 0) {
+    const int64_t ffn = c.moe.expert_ffn_dim > 0 ? c.moe.expert_ffn_dim : c.ffn_dim;
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      s.num_moe_layers += c.moe.IsMoeLayer(l) && (d.moe_layer_freq <= 1 || l % d.moe_layer_freq == 0);
+    }
+    s.num_experts = c.moe.num_experts;
+    s.num_experts_used = std::min(c.moe.num_experts_used, c.moe.num_experts);
+    s.routed_expert_parameters = ToParams(3 * static_cast<__int128>(c.hidden_dim) * ffn);
+    routed = static_cast<__int128>(s.num_moe_layers) * s.num_experts * s.routed_expert_parameters;
+  }
+  const __int128 layers =
+      static_cast<__int128>(num_parameters) - table - (c.tied_embeddings ? 0 : table) - routed;
+  s.layer_parameters = layers > 0 ? ToParams(layers) : 1;
+  return s;
+}
+
+StatusOr<cost::Deployment> MakeDeployment(const PlanModel& m, const KvCacheSpec& kv,
+                                          const cost::HardwareProfile& hardware,
+                                          int num_devices, int64_t kv_budget_tokens) {
+  if (m.num_parameters <= 0 || m.weight_bytes <= 0) {
+    return InvalidArgumentError("cost model: the parameter count of '" + m.name + "' is unknown");
+  }
+  cost::Deployment d;
+  d.model = m.shape;
+  d.weight_bytes_per_parameter =
+      static_cast<double>(m.weight_bytes) / static_cast<double>(m.num_parameters);
+  d.weight_dtype = m.weight_bytes_by_type.empty() ? m.dtype : m.weight_bytes_by_type.front().first;
+  d.kv = kv;
+  d.kv_budget_tokens = kv_budget_tokens;
+  d.tensor_parallel = num_devices;
+  d.hardware = hardware;
+  Status valid = cost::ValidateDeployment(d);
+  if (!valid.ok()) return valid.WithContext(m.name);
+  return d;
 }
 
 StatusOr<PlanModel> PlanModelFromHfConfig(const std::string& json_text, const std::string& source,

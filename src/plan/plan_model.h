@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "base/status.h"
+#include "cost/hardware.h"
+#include "cost/step_time.h"
 #include "kv/kv_spec.h"
 #include "model/model_description.h"
 #include "tensor/dtype.h"
@@ -47,7 +49,22 @@ struct PlanModel {
   std::vector<std::pair<DType, int64_t>> weight_bytes_by_type;
   bool parameters_estimated = false;  // num_parameters from the config's shapes
   bool weights_estimated = false;     // weight_bytes from num_parameters, not from files
+  // What the cost model needs (cost/step_time.h): parameters each token multiplies, attention
+  // widths, experts. From the same description and parameter count as the fields above.
+  cost::ModelShape shape;
 };
+
+// The cost model's view of `description` with `num_parameters` in all (embeddings, output,
+// every expert): layer parameters are what remains after the embedding table, the output
+// projection (unless tied) and the routed experts.
+cost::ModelShape CostShape(const ModelDescription& description, int64_t num_parameters);
+
+// `model` with `kv` on `num_devices` x `hardware` (tensor parallel): bytes per parameter from
+// the stored weights, the compute type from their main type. InvalidArgument (from
+// cost::ValidateDeployment) when it cannot be timed.
+StatusOr<cost::Deployment> MakeDeployment(const PlanModel& model, const KvCacheSpec& kv,
+                                          const cost::HardwareProfile& hardware,
+                                          int num_devices, int64_t kv_budget_tokens);
 
 // Ok when the KV geometry is in range (num_layers, num_kv_heads and head_dim, or the MLA
 // dims), so that bytes per token cannot overflow.
