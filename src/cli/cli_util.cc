@@ -3,11 +3,21 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 
 #include "kernels/kernels.h"
 
 namespace kvserve::cli {
+
+std::string NowIso8601() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
 
 int ReportError(const Status& status) {
   std::fprintf(stderr, "error: %s\n", status.message().c_str());

@@ -28,6 +28,9 @@ namespace kvserve::cli {
 // Prints "error: <message>" on stderr and returns the process exit status to use (1).
 int ReportError(const Status& status);
 
+// The current UTC time as "2026-12-03T21:40:00Z" (result files' "date").
+std::string NowIso8601();
+
 // Helpers that moved to their libraries, under their old cli:: names too.
 using ::kvserve::HumanBytes;
 using ::kvserve::HumanCount;

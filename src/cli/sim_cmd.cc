@@ -1,7 +1,8 @@
 // `kvserve sim`: the flags, reading the trace file, printing the report. The replay itself is
-// the kv_sim library (sim/sim.h).
+// the kv_sim library (sim/sim.h; the prediction of bench serve: sim/serving.h).
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,7 +10,12 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/scheduler_flags.h"
+#include "cli/workload_flags.h"
+#include "loadgen/bench_settings.h"
+#include "model/model_description.h"
+#include "sim/engine_setup.h"
 #include "sim/fleet.h"
+#include "sim/serving.h"
 #include "sim/sim.h"
 #include "trace/trace.h"
 
@@ -23,7 +29,108 @@ struct SimCommandFlags {
   int64_t replicas = 1;         // > 1: the fleet replay (sim/fleet.h)
   std::string routing = "all";  // a policy name, or all of them
   int64_t affinity_tokens = 1024;
+  // The prediction of bench serve (sim/serving.h): on when any of its flags is given.
+  bool serving = false;
+  bool block_size_given = false;
+  bool budget_given = false;  // --max-num-batched-tokens
+  loadgen::BenchSettings workload;
+  std::string dataset_name;  // "": random, or the --trace file's format
+  sim::EngineSetup engine;
+  std::string result_file;
 };
+
+// The workload of a prediction: bench serve's dataset, or the --trace file in its format.
+StatusOr<sim::ServingWorkload> BuildServingWorkload(const SimCommandFlags& f,
+                                                    loadgen::ResolvedBench* resolved) {
+  loadgen::BenchSettings settings = f.workload;
+  std::string name = f.dataset_name;
+  if (!f.trace_path.empty() && name.empty()) {
+    KV_ASSIGN_OR_RETURN(name, sim::DetectTraceFormat(f.trace_path));
+  }
+  if (name.empty()) name = "random";
+  if (name == "result-file") {
+    if (f.trace_path.empty()) return InvalidArgumentError("--dataset-name result-file needs --trace FILE");
+    KV_ASSIGN_OR_RETURN(const nlohmann::json j, ReadJsonFile(f.trace_path));
+    settings.dataset.name = name;
+    settings.dataset.dataset_path = f.trace_path;
+    KV_ASSIGN_OR_RETURN(*resolved, loadgen::ResolveBenchSettings(settings));
+    return sim::WorkloadFromBenchResult(j, static_cast<uint64_t>(settings.seed),
+                                        settings.trace_time_scale, "--trace '" + f.trace_path + "'");
+  }
+  if ((name == "mooncake" || name == "azure") && f.trace_path.empty()) {
+    return InvalidArgumentError("--dataset-name " + name + " needs --trace FILE");
+  }
+  settings.dataset.name = name;
+  settings.dataset.dataset_path = f.trace_path;
+  KV_ASSIGN_OR_RETURN(*resolved, loadgen::ResolveBenchSettings(settings));
+  KV_ASSIGN_OR_RETURN(const std::vector<loadgen::BenchRequest> requests,
+                      loadgen::BuildDataset(resolved->dataset));
+  return sim::WorkloadFromBenchRequests(name, requests, resolved->options.arrivals);
+}
+
+// The prediction: the workload through one replica timed by the cost model (or the two
+// rates), reported as bench serve reports a run.
+int RunServing(SimCommandFlags f) {
+  sim::SimOptions& o = f.sim;
+  if (f.replicas > 1) {
+    return ReportError(InvalidArgumentError("--replicas: the bench serve prediction runs one replica"));
+  }
+  if (o.capacities_blocks.size() > 1) {
+    return ReportError(InvalidArgumentError("give one --kv-cache-blocks for a prediction, not a sweep"));
+  }
+  // serve's defaults where the sweep's differ.
+  if (!f.block_size_given) o.block_tokens = 16;
+  if (!f.budget_given) o.scheduler.max_num_batched_tokens = 0;
+  f.engine.block_size = o.block_tokens;
+  f.engine.kv_cache_blocks = o.capacities_blocks.empty() ? 0 : o.capacities_blocks.front();
+  sim::ServingOptions serving;
+  serving.max_concurrency = f.workload.max_concurrency;
+  const bool has_model = !f.engine.preset.empty() || !f.engine.model_path.empty();
+  if (has_model || !f.engine.hardware.empty()) {
+    StatusOr<sim::Engine> engine = sim::ResolveEngine(f.engine);
+    if (!engine.ok()) return ReportError(engine.status());
+    o.deployment = engine->deployment;
+    serving.capacity_blocks = engine->capacity_blocks;
+    std::fprintf(stderr, "sim: %s\n", engine->Describe().c_str());
+  } else {
+    serving.capacity_blocks = f.engine.kv_cache_blocks > 0 ? f.engine.kv_cache_blocks
+                                                           : std::max<int64_t>(1, 10000 * 512 / o.block_tokens);
+  }
+  loadgen::ResolvedBench resolved;
+  StatusOr<sim::ServingWorkload> workload = BuildServingWorkload(f, &resolved);
+  if (!workload.ok()) return ReportError(workload.status());
+  std::fprintf(stderr, "sim: %zu requests (%s), max concurrency %s\n", workload->prompts.size(),
+               workload->dataset_name.c_str(),
+               serving.max_concurrency > 0 ? std::to_string(serving.max_concurrency).c_str()
+                                           : "unbounded");
+  StatusOr<sim::ServingResult> result = sim::SimulateServing(*workload, o, serving);
+  if (!result.ok()) return ReportError(result.status());
+  result->bench.base_url = "sim:" + (o.deployment ? o.deployment->hardware.name : std::string("rates"));
+  result->bench.endpoint = resolved.options.body.endpoint;
+  result->bench.model = o.deployment ? o.deployment->model.name : std::string("-");
+  result->bench.request_rate_per_s = resolved.options.arrivals.request_rate_per_s;
+  result->bench.trace_timestamps = !resolved.options.arrivals.request_rate_per_s &&
+                                   workload->dataset_name != "random" &&
+                                   workload->dataset_name != "shared-prefix";
+  const loadgen::BenchmarkSummary summary = loadgen::Summarize(result->bench);
+  nlohmann::json doc = loadgen::BenchResultFileJson(result->bench, summary, f.workload, resolved,
+                                                    NowIso8601());
+  doc["sim"] = sim::ServingExtrasJson(*result, o);
+  if (f.format == "json") {
+    std::printf("%s\n", doc.dump(2).c_str());
+  } else {
+    const std::string text = sim::FormatServingText(*result, o);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  }
+  if (!f.result_file.empty()) {
+    std::ofstream out(f.result_file);
+    out << doc.dump(2) << "\n";
+    out.close();
+    if (!out) return ReportError(DataLossError("cannot write --result-file " + f.result_file));
+    std::fprintf(stderr, "sim: results written to %s\n", f.result_file.c_str());
+  }
+  return 0;
+}
 
 // --replicas N: the trace over N replicas for each routing policy.
 int RunFleet(const SimCommandFlags& f, const std::vector<TraceRequest>& full_trace) {
@@ -68,8 +175,12 @@ int RunFleet(const SimCommandFlags& f, const std::vector<TraceRequest>& full_tra
 }
 
 int RunSimCommand(const SimCommandFlags& f) {
+  if (f.serving) return RunServing(f);
   const sim::SimOptions& o = f.sim;
-  if (f.trace_path.empty()) return ReportError(InvalidArgumentError("--trace FILE is required"));
+  if (f.trace_path.empty()) {
+    return ReportError(InvalidArgumentError(
+        "--trace FILE is required (or a workload to predict: --dataset-name, --hardware)"));
+  }
   Status valid = sim::ValidateSimOptions(o);
   if (!valid.ok()) return ReportError(valid);
   StatusOr<std::vector<TraceRequest>> trace = LoadMooncakeTrace(f.trace_path, o.hash_block_tokens);
@@ -95,7 +206,9 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
       "Replay a request trace (Mooncake JSONL with hash_ids) through the scheduler, KV cache "
       "manager and radix prefix cache, without a model, and report prefix hit rates, evictions and miss "
       "reasons for a range of cache capacities, beside an unbounded cache.");
-  cmd->add_option("--trace", flags->trace_path, "Trace file (Mooncake JSONL)")->required();
+  cmd->add_option("--trace", flags->trace_path,
+                  "Trace file: Mooncake JSONL (the cache sweep, or a prediction); for a "
+                  "prediction also an Azure CSV trace or a bench serve result file");
   cmd->add_option("--block-tokens,--block-size", opts->block_tokens, "Tokens per KV block")
       ->capture_default_str();
   cmd->add_option("--hash-block-tokens", opts->hash_block_tokens,
@@ -140,10 +253,59 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--format,--output-format", flags->format, "text or json")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
+  // The prediction of bench serve (sim/serving.h).
+  const char* kPredict = "Prediction of bench serve";
+  cmd->add_option("--dataset-name", flags->dataset_name,
+                  "Predict bench serve on this workload: random, shared-prefix, mooncake, azure "
+                  "(with --trace) or result-file (a bench serve --result-file given as --trace: "
+                  "its lengths and send times); default: the --trace file's format, else random")
+      ->check(CLI::IsMember({"random", "shared-prefix", "mooncake", "azure", "result-file"}))
+      ->group(kPredict);
+  AddWorkloadFlags(cmd, &flags->workload);  // bench serve's, same names and defaults
+  sim::EngineSetup& e = flags->engine;
+  cmd->add_option("--preset", e.preset, "Model to time: a built-in (as `kvserve plan --preset`)")
+      ->group(kPredict);
+  cmd->add_option("-m,--model", e.model_path, "Model to time: GGUF, HF folder or config.json")
+      ->group(kPredict);
+  cmd->add_option("--hardware", e.hardware,
+                  "Hardware profile: h100-sxm, h200, b200, a100-80gb, l40s, mi300x, or a .json "
+                  "file (`kvserve profile`)")
+      ->group(kPredict);
+  cmd->add_option("--price-per-hour", e.price_per_hour,
+                  "USD per device-hour (default: the profile's planning figure)")
+      ->group(kPredict);
+  cmd->add_option("--tensor-parallel", e.tensor_parallel, "Devices per replica")
+      ->capture_default_str()
+      ->group(kPredict);
+  cmd->add_option("--kv-cache-dtype", e.kv_cache_dtype,
+                  "auto (the profile's compute dtype), f32, f16, bf16, fp8, fp8_e5m2, int8")
+      ->capture_default_str()
+      ->group(kPredict);
+  cmd->add_option("--kv-cache-memory", e.kv_cache_memory,
+                  "KV cache budget, as serve takes it (\"2GiB\"); default: "
+                  "--memory-utilization of the devices' memory minus the weights")
+      ->group(kPredict);
+  cmd->add_option("--memory-utilization", e.memory_utilization,
+                  "Fraction of the devices' memory for weights and KV")
+      ->capture_default_str()
+      ->group(kPredict);
+  cmd->add_option("--result-file", flags->result_file,
+                  "Write the prediction as bench serve's --result-file JSON (plus \"sim\")")
+      ->group(kPredict);
   cmd->add_flag("--check-invariants", opts->check_invariants,
                 "Check the scheduler's and cache manager's invariants after every step (slow)")
       ->group("");
-  cmd->callback([flags, exit_code]() { *exit_code = RunSimCommand(*flags); });
+  cmd->callback([flags, cmd, exit_code]() {
+    for (const char* flag : {"--dataset-name", "--hardware", "--preset", "--model",
+                             "--result-file", "--num-prompts", "--request-rate",
+                             "--max-concurrency"}) {
+      flags->serving |= cmd->count(flag) > 0;
+    }
+    flags->block_size_given = cmd->count("--block-size") > 0;
+    flags->budget_given = cmd->count("--max-num-batched-tokens") > 0;
+    flags->workload.request_rate_given = cmd->count("--request-rate") > 0;
+    *exit_code = RunSimCommand(*flags);
+  });
 }
 
 }  // namespace kvserve::cli

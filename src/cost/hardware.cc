@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -204,8 +205,8 @@ StatusOr<HardwareProfile> HardwareProfileFromJson(const json& j, const std::stri
   if (!j.is_object()) return InvalidArgumentError(origin + ": a hardware profile must be a JSON object");
   static const std::set<std::string> kKeys = {
       "name", "description", "source", "base", "memory_bytes", "memory_bandwidth_bytes_per_s",
-      "peak_flops", "interconnect_bytes_per_s", "price_per_hour", "price_note", "efficiency",
-      "measurements"};
+      "peak_flops", "interconnect_bytes_per_s", "compute_dtype", "price_per_hour", "price_note",
+      "efficiency", "measurements"};
   for (const auto& [key, value] : j.items()) {
     if (!kKeys.count(key)) return FieldError(origin, key, "is not a hardware profile field");
   }
@@ -230,6 +231,14 @@ StatusOr<HardwareProfile> HardwareProfileFromJson(const json& j, const std::stri
   KV_ASSIGN_OR_RETURN(p.interconnect_bytes_per_s,
                       NumberField(j, "interconnect_bytes_per_s", origin, p.interconnect_bytes_per_s));
   KV_ASSIGN_OR_RETURN(p.price_per_hour, NumberField(j, "price_per_hour", origin, p.price_per_hour));
+  KV_ASSIGN_OR_RETURN(const std::string compute,
+                      StringField(j, "compute_dtype", origin, DTypeName(p.compute_dtype)));
+  const std::optional<DType> compute_dtype = ParseDType(compute);
+  if (!compute_dtype || (*compute_dtype != DType::kF32 && *compute_dtype != DType::kF16 &&
+                         *compute_dtype != DType::kBF16)) {
+    return FieldError(origin, "compute_dtype", "must be f32, f16 or bf16");
+  }
+  p.compute_dtype = *compute_dtype;
   if (j.contains("peak_flops")) {
     const json& f = j["peak_flops"];
     if (!f.is_object()) return FieldError(origin, "peak_flops", "must be an object");
@@ -290,6 +299,7 @@ json HardwareProfileToJson(const HardwareProfile& p) {
                 {"fp8", p.peak_flops_fp8},
                 {"int8", p.peak_flops_int8}}},
               {"interconnect_bytes_per_s", p.interconnect_bytes_per_s},
+              {"compute_dtype", DTypeName(p.compute_dtype)},
               {"price_per_hour", p.price_per_hour},
               {"price_note", p.price_note},
               {"efficiency", e}};

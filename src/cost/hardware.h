@@ -64,6 +64,9 @@ struct HardwareProfile {
   // Per-device bandwidth of the link tensor-parallel ranks all-reduce over (NVLink, Infinity
   // Fabric, PCIe); 0: single device only.
   double interconnect_bytes_per_s = 0.0;
+  // What the engine computes activations in, and so what `--kv-cache-dtype auto` means on
+  // this machine: bf16 on the accelerators, f32 for kvserve's CPU engine.
+  DType compute_dtype = DType::kBF16;
   double price_per_hour = 0.0;  // USD per device-hour
   std::string price_note;       // where the default price comes from, with its date
   Efficiency efficiency;

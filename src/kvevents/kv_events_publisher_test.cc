@@ -71,10 +71,10 @@ Decoded Decode(const std::string& payload) {
 
 const std::vector<KvCacheEvent> kEvents = {
     {KvCacheEvent::Kind::kBlockStored, {0xfedcba9876543210ull, 7}, std::nullopt,
-     {1, 2, 3, 4, 5, 6, 7, 8}},
-    {KvCacheEvent::Kind::kBlockStored, {9}, 7, {9, 10, 11, 12}},
-    {KvCacheEvent::Kind::kBlockRemoved, {9, 7}, std::nullopt, {}},
-    {KvCacheEvent::Kind::kAllBlocksCleared, {}, std::nullopt, {}}};
+     {1, 2, 3, 4, 5, 6, 7, 8}, std::nullopt},
+    {KvCacheEvent::Kind::kBlockStored, {9}, 7, {9, 10, 11, 12}, std::nullopt},
+    {KvCacheEvent::Kind::kBlockRemoved, {9, 7}, std::nullopt, {}, std::nullopt},
+    {KvCacheEvent::Kind::kAllBlocksCleared, {}, std::nullopt, {}, std::nullopt}};
 
 TEST(KvEventsConfigTest, VllmFieldsAndDefaults) {
   auto c = ParseKvEventsConfig(R"({"enable_kv_cache_events": true, "topic": "kv@pod-1@m",
@@ -106,10 +106,8 @@ TEST(KvEventsConfigTest, VllmFieldsAndDefaults) {
 
 // The disk tier's events name their medium; the memory tier's leave it nil (above).
 TEST(KvEventsWireTest, TheDiskTierNamesItsMedium) {
-  KvCacheEvent stored{KvCacheEvent::Kind::kBlockStored, {5}, 4, {1, 2, 3, 4}};
-  stored.medium = "DISK";
-  KvCacheEvent removed{KvCacheEvent::Kind::kBlockRemoved, {5}, std::nullopt, {}};
-  removed.medium = "DISK";
+  const KvCacheEvent stored{KvCacheEvent::Kind::kBlockStored, {5}, 4, {1, 2, 3, 4}, "DISK"};
+  const KvCacheEvent removed{KvCacheEvent::Kind::kBlockRemoved, {5}, std::nullopt, {}, "DISK"};
   const std::string payload = EncodeKvEventBatch(1.0, {stored, removed}, 4);
   msgpack::object_handle oh = msgpack::unpack(payload.data(), payload.size());
   const msgpack::object& events = oh.get().via.array.ptr[1];

@@ -91,11 +91,46 @@ StatusOr<std::unique_ptr<ReplicaSim>> ReplicaSim::Create(const std::vector<Trace
   return r;
 }
 
+void ReplicaSim::RecordTimeline() {
+  record_timeline_ = true;
+  token_times_s_.assign(trace_.size(), {});
+  first_cached_tokens_.assign(trace_.size(), -1);
+  finish_s_.assign(trace_.size(), -1.0);
+}
+
+double ReplicaSim::StepSeconds(const SchedulerOutput& out, int64_t prefill_tokens) {
+  if (!o_.deployment) {
+    return 1.0 / o_.decode_tokens_per_s +
+           static_cast<double>(prefill_tokens) / o_.prefill_tokens_per_s;
+  }
+  step_seqs_.clear();
+  for (const ScheduledSeq& s : out.seqs) {
+    step_seqs_.push_back({.num_computed_tokens = s.num_computed_tokens,
+                          .num_new_tokens = s.num_new_tokens,
+                          .samples = s.samples});
+  }
+  const cost::StepCost c = cost::ComputeStepCost(*o_.deployment, step_seqs_);
+  cost::StepCost& t = row_.step_time_total;
+  t.matmul.Add(c.matmul);
+  t.output.Add(c.output);
+  t.attention.Add(c.attention);
+  t.comm_s += c.comm_s;
+  t.overhead_s += c.overhead_s;
+  t.seconds += c.seconds;
+  t.num_tokens += c.num_tokens;
+  t.num_sampled += c.num_sampled;
+  return c.seconds;
+}
+
 bool ReplicaSim::Add(size_t i) {
   const TraceRequest& r = trace_[i];
   ++num_added_;
   RequestInput input;
-  TracePromptTokens(r, o_.hash_block_tokens, &input.prompt_ids);
+  if (prompts_ != nullptr) {
+    input.prompt_ids = (*prompts_)[i];
+  } else {
+    TracePromptTokens(r, o_.hash_block_tokens, &input.prompt_ids);
+  }
   input.max_tokens = std::max<int64_t>(1, r.output_tokens);
   input.ignore_eos = true;
   if (o_.tenants > 1) input.cache_salt = std::to_string(i % static_cast<size_t>(o_.tenants));
@@ -113,6 +148,7 @@ Status ReplicaSim::Step() {
   const int64_t bs = o_.block_tokens;
   const double step_start_s = now_s_;
   const SchedulerOutput out = sched_->schedule();
+  finished_.clear();
   for (SeqId id : out.preempted_ids) running_[static_cast<size_t>(id)] = 0;
   if (out.seqs.empty()) {
     // Only after a step that preempted every running request; the next one admits.
@@ -139,6 +175,7 @@ Status ReplicaSim::Step() {
     if (!admitted_[i]) {
       admitted_[i] = 1;
       queue_s_.push_back(step_start_s - ArrivalSeconds(trace_[i]));
+      if (record_timeline_) first_cached_tokens_[i] = s.num_computed_tokens;
       continue;
     }
     // A re-admission after preemption: its lookup (the tokens it had, prompt and output;
@@ -157,9 +194,10 @@ Status ReplicaSim::Step() {
   }
   row_.num_prefill_tokens += prefill_tokens;
   row_.peak_blocks_in_use = std::max(row_.peak_blocks_in_use, kv_->stats().blocks_in_use);
-  now_s_ += 1.0 / o_.decode_tokens_per_s + static_cast<double>(prefill_tokens) / o_.prefill_tokens_per_s;
+  now_s_ += StepSeconds(out, prefill_tokens);
   for (const ScheduledSeq& s : out.seqs) {
     const size_t i = static_cast<size_t>(s.id);
+    if (record_timeline_ && s.samples) token_times_s_[i].push_back(now_s_);
     if (s.samples && !sampled_[i]) {
       sampled_[i] = 1;
       ttft_s_.push_back(now_s_ - ArrivalSeconds(trace_[i]));
@@ -170,7 +208,10 @@ Status ReplicaSim::Step() {
     running_[static_cast<size_t>(result.id)] = 0;
     ++row_.num_requests;
     row_.end_s = now_s_;
+    finished_.push_back(result.id);
+    if (record_timeline_) finish_s_[static_cast<size_t>(result.id)] = now_s_;
   }
+  if (record_timeline_) blocks_in_use_.emplace_back(now_s_, kv_->stats().blocks_in_use);
   if (o_.check_invariants) sched_->check_invariants();
   return OkStatus();
 }

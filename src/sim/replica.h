@@ -25,6 +25,14 @@ class ReplicaSim {
                                                       int64_t capacity_blocks,
                                                       bool record_events = false);
 
+  // Prompts as token ids, one per trace request, instead of the trace's hash ids (bench
+  // serve's workloads: sim/serving.h). Borrowed; set before the first Add.
+  void set_prompts(const std::vector<std::vector<TokenId>>* prompts) { prompts_ = prompts; }
+  // Remember, per request, the end of every step that sampled a token for it, the tokens its
+  // first admission found cached, when it finished, and the blocks in use after every step
+  // (what a bench serve result reports). Set before the first Add.
+  void RecordTimeline();
+
   // Queues trace request i (it arrived at or before now_s()); false: rejected (prompt >=
   // max_model_len).
   bool Add(size_t i);
@@ -42,6 +50,14 @@ class ReplicaSim {
   // Queueing delays and times to first token of the requests it finished (seconds).
   const std::vector<double>& queue_s() const { return queue_s_; }
   const std::vector<double>& ttft_s() const { return ttft_s_; }
+  // The requests the last Step finished.
+  const std::vector<SeqId>& finished_in_last_step() const { return finished_; }
+  // With RecordTimeline: per trace request (empty / -1 for requests never added or rejected).
+  const std::vector<std::vector<double>>& token_times_s() const { return token_times_s_; }
+  const std::vector<int64_t>& first_cached_tokens() const { return first_cached_tokens_; }
+  const std::vector<double>& finish_s() const { return finish_s_; }
+  // (end of step, blocks in use) after every step.
+  const std::vector<std::pair<double, int64_t>>& blocks_in_use() const { return blocks_in_use_; }
   KvCacheManager& kv() { return *kv_; }
   const SchedulerConfig& config() const { return sched_->config(); }
 
@@ -53,6 +69,17 @@ class ReplicaSim {
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> sched_;
   SimRow row_;
+  // The step's duration: the cost model's (options.deployment), else the two rates.
+  double StepSeconds(const SchedulerOutput& out, int64_t prefill_tokens);
+
+  const std::vector<std::vector<TokenId>>* prompts_ = nullptr;
+  bool record_timeline_ = false;
+  std::vector<std::vector<double>> token_times_s_;
+  std::vector<int64_t> first_cached_tokens_;
+  std::vector<double> finish_s_;
+  std::vector<std::pair<double, int64_t>> blocks_in_use_;
+  std::vector<SeqId> finished_;
+  std::vector<cost::StepSeq> step_seqs_;  // reused
   // Per trace request: whether this replica holds a sequence for it now, ever admitted it,
   // and sampled its first token.
   std::vector<uint8_t> running_, admitted_, sampled_;

@@ -58,6 +58,12 @@ Status ValidateSimOptions(const SimOptions& o) {
     return InvalidArgumentError("--prefill-tokens-per-s must be a positive number");
   }
   KV_RETURN_IF_ERROR(ValidateSchedulerFlags(o.scheduler));
+  if (o.deployment) {
+    KV_RETURN_IF_ERROR(cost::ValidateDeployment(*o.deployment));
+    if (o.deployment->kv.block_size != o.block_tokens) {
+      return InvalidArgumentError("sim: the cost model's KV block size differs from --block-size");
+    }
+  }
   if (o.max_model_len < 0 || o.max_model_len == 1) {
     return InvalidArgumentError("--max-model-len must be 0 (from the trace) or at least 2");
   }

@@ -31,11 +31,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/status.h"
+#include "cost/step_time.h"
 #include "kv/kv_cache_manager.h"
 #include "runtime/engine_policy.h"
 #include "trace/trace.h"
@@ -58,6 +60,10 @@ struct SimOptions {
   // seconds (a decode-only step: 25 ms by default).
   double decode_tokens_per_s = 40.0;
   double prefill_tokens_per_s = 100000.0;
+  // With a deployment (a model on a hardware profile: cost/step_time.h), a step lasts what the
+  // cost model says of the sequences the scheduler put in it (cost::ComputeStepCost), and the
+  // two rates above are unused.
+  std::optional<cost::Deployment> deployment;
   // The scheduler flags, as serve and generate take them (runtime/engine_policy.h), resolved
   // per capacity by ResolveSchedulerConfig; the sim's default budget is 8192 tokens per step.
   SchedulerFlags scheduler{.max_num_batched_tokens = 8192};
@@ -103,6 +109,8 @@ struct SimRow {
   double p99_ttft_s = 0.0;
   double end_s = 0.0;  // simulated time when the last request finished
   int64_t peak_blocks_in_use = 0;
+  // With a deployment: the cost model's time summed over the steps, by op.
+  cost::StepCost step_time_total;
   double elapsed_s = 0.0;  // wall time of this replay
 
   double token_hit_rate() const;  // prefix_hits_tokens / prefix_queries_tokens (0 if none)

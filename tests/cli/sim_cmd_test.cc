@@ -85,8 +85,65 @@ TEST(SimCliTest, ReplaysAFileAndReportsErrors) {
   EXPECT_EQ(rc, 1);
   EXPECT_THAT(out, HasSubstr("--block-tokens"));
   out = RunBinary("sim", &rc);
-  EXPECT_EQ(rc, 2);  // --trace is required: a parse error
+  EXPECT_EQ(rc, 1);  // a trace to sweep, or a workload to predict
+  EXPECT_THAT(out, HasSubstr("--trace FILE is required"));
   std::remove(path.c_str());
+}
+
+// The prediction of bench serve: a dataset on a model and a hardware profile, written as bench
+// serve's result file; that file replayed again as a trace; errors.
+TEST(SimCliTest, PredictsBenchServe) {
+  const std::string result = ::testing::TempDir() + "/sim_predict.json";
+  int rc = -1;
+  std::string out = RunBinary(
+      "sim --preset llama-3.1-8b --hardware h100-sxm --dataset-name random --num-prompts 30 "
+      "--random-input-len 256 --random-output-len 16 --request-rate 20 --seed 3 "
+      "--result-file " + result, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_THAT(out, HasSubstr("Llama-3.1-8B on h100-sxm x1: bf16 KV, 16-token blocks"));
+  EXPECT_THAT(out, HasSubstr("Median TTFT (ms):"));
+  EXPECT_THAT(out, HasSubstr("per million output tokens"));
+  std::ifstream in(result);
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["completed"], 30);
+  EXPECT_EQ(j["total_output_tokens"], 30 * 16);
+  EXPECT_EQ(j["dataset_name"], "random");
+  EXPECT_EQ(j["request_rate_per_s"], 20.0);
+  EXPECT_GT(j["ttft"]["median_ms"].get<double>(), 0.0);
+  EXPECT_GT(j["tpot"]["median_ms"].get<double>(), 0.0);
+  EXPECT_TRUE(j.contains("date"));
+  EXPECT_GT(j["sim"]["cost_per_million_output_tokens"].get<double>(), 0.0);
+  EXPECT_EQ(j["sim"]["hardware"]["name"], "h100-sxm");
+
+  // The result file as a trace: its lengths and send times, recognised from the file.
+  out = RunBinary("sim --trace " + result + " --preset llama-3.1-8b --hardware h100-sxm "
+                  "--format json", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  const auto again = nlohmann::json::parse(out.substr(0, out.rfind('}') + 1));
+  EXPECT_EQ(again["completed"], 30);
+  EXPECT_EQ(again["dataset_name"], "result-file");
+  EXPECT_EQ(again["total_input_tokens"], j["total_input_tokens"]);
+
+  // Errors name the flag.
+  out = RunBinary("sim --preset llama-3.1-8b --hardware tpu-v9", &rc);
+  EXPECT_EQ(rc, 1);
+  EXPECT_THAT(out, HasSubstr("unknown hardware 'tpu-v9'"));
+  out = RunBinary("sim --preset llama-3.1-8b", &rc);
+  EXPECT_EQ(rc, 1);
+  EXPECT_THAT(out, HasSubstr("--hardware"));
+  out = RunBinary("sim --dataset-name mooncake --hardware h100-sxm --preset llama-3.1-8b", &rc);
+  EXPECT_EQ(rc, 1);
+  EXPECT_THAT(out, HasSubstr("needs --trace"));
+  out = RunBinary("sim --preset llama-3.3-70b --hardware l40s", &rc);
+  EXPECT_EQ(rc, 1);  // 141 GB of weights on one 48 GB device
+  EXPECT_THAT(out, HasSubstr("nothing is left for the KV cache"));
+  const std::string bad = ::testing::TempDir() + "/sim_bad_hw.json";
+  std::ofstream(bad) << R"({"base": "h100-sxm", "memory_bandwidth_bytes_per_s": "fast"})";
+  out = RunBinary("sim --preset llama-3.1-8b --hardware " + bad, &rc);
+  EXPECT_EQ(rc, 1);
+  EXPECT_THAT(out, HasSubstr("memory_bandwidth_bytes_per_s"));
+  std::remove(bad.c_str());
+  std::remove(result.c_str());
 }
 
 // The binary on the first 1000 requests of the real trace, every default capacity: the hit rate
@@ -108,6 +165,21 @@ TEST(SimCliTest, MooncakeTraceBinary) {
     EXPECT_GT(row["end_s"].get<double>(), 0.0);
   }
   EXPECT_LE(previous, j["unbounded"]["hit_rate_tokens"].get<double>());
+}
+
+// A prediction on a slice of the real trace at its own timestamps (sped up to queue).
+TEST(SimCliTest, MooncakeTracePrediction) {
+  KVSERVE_SKIP_IF_ABSENT(std::filesystem::exists(kTrace), kTrace);
+  int rc = -1;
+  const std::string out = RunBinary(
+      "sim --trace " + kTrace + " --num-prompts 200 --trace-time-scale 0.05 --preset "
+      "llama-3.1-8b --hardware h100-sxm --kv-cache-dtype fp8 --format json", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  const auto j = nlohmann::json::parse(out.substr(0, out.rfind('}') + 1));
+  EXPECT_EQ(j["dataset_name"], "mooncake");
+  EXPECT_EQ(j["completed"], 200);
+  EXPECT_GT(j["prefix_cache"]["server_hit_rate"].get<double>(), 0.0);
+  EXPECT_EQ(j["sim"]["kv_cache_dtype"], "fp8_e4m3");
 }
 
 }  // namespace
