@@ -27,6 +27,7 @@ ALLOWED = {
     "sim": {"cost", "plan", "loadgen", "runtime", "kv", "trace", "base"},
     "cost": {"kv", "tensor", "base"},
     "plan": {"cost", "model", "kv", "tokenizer", "tensor", "base"},
+    "profile": {"runtime", "plan", "cost", "model", "kernels", "kv", "tensor", "base"},
     "chat": {"model", "tokenizer", "base"},
     "toolcall": {"base"},
     "grammar": {"base"},
@@ -37,7 +38,7 @@ ALLOWED = {
     "server": {"http", "runtime", "kvtier", "grammar", "toolcall", "semcache", "kvevents", "model", "kv", "sampling", "tokenizer",
                "tensor", "base"},
     "loadgen": {"trace", "base"},
-    "cli": {"server", "http", "chat", "toolcall", "grammar", "semcache", "kvevents", "kvtier", "loadgen", "eval", "sim", "trace", "plan", "cost", "runtime", "model", "kv",
+    "cli": {"server", "http", "chat", "toolcall", "grammar", "semcache", "kvevents", "kvtier", "loadgen", "eval", "sim", "trace", "plan", "profile", "cost", "runtime", "model", "kv",
             "sampling", "tokenizer", "kernels", "tensor", "base"},
 }
 

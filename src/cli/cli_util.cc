@@ -24,8 +24,13 @@ int ReportError(const Status& status) {
   return 1;
 }
 
-ProgressLine::ProgressLine(std::string label)
-    : label_(std::move(label)), tty_(::isatty(STDERR_FILENO) == 1) {}
+ProgressLine::ProgressLine(std::string label, std::string unit)
+    : label_(std::move(label)), unit_(std::move(unit)), tty_(::isatty(STDERR_FILENO) == 1) {}
+
+std::string ProgressLine::Amounts(int64_t done, int64_t total) const {
+  if (unit_.empty()) return HumanBytes(done) + " / " + HumanBytes(total);
+  return std::to_string(done) + " / " + std::to_string(total) + " " + unit_;
+}
 
 ProgressLine::~ProgressLine() { Finish(); }
 
@@ -40,16 +45,16 @@ void ProgressLine::Update(int64_t done, int64_t total) {
     if (active_ && percent != 100 && now - last_draw_ < std::chrono::milliseconds(50)) return;
     last_percent_ = percent;
     last_draw_ = now;
-    std::fprintf(stderr, "\r\033[K%s: %3d%% (%s / %s)", label_.c_str(), percent,
-                 HumanBytes(done).c_str(), HumanBytes(total).c_str());
+    std::fprintf(stderr, "\r\033[K%s: %3d%% (%s)", label_.c_str(), percent,
+                 Amounts(done, total).c_str());
     std::fflush(stderr);
     active_ = true;
   } else {
     const int quarter = percent / 25;
     if (quarter == last_quarter_) return;
     last_quarter_ = quarter;
-    std::fprintf(stderr, "%s: %d%% (%s / %s)\n", label_.c_str(), quarter * 25,
-                 HumanBytes(done).c_str(), HumanBytes(total).c_str());
+    std::fprintf(stderr, "%s: %d%% (%s)\n", label_.c_str(), quarter * 25,
+                 Amounts(done, total).c_str());
   }
 }
 

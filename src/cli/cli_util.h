@@ -43,7 +43,9 @@ using ::kvserve::WeightBytesPerToken;
 // terminal, else a line at 0, 25, 50, 75 and 100 %. Finish() ends the line (idempotent).
 class ProgressLine {
  public:
-  explicit ProgressLine(std::string label);
+  // `unit`: "" shows done / total as bytes (HumanBytes); otherwise as counts of that unit
+  // ("3 / 10 matmul sizes").
+  explicit ProgressLine(std::string label, std::string unit = "");
   ~ProgressLine();
   ProgressLine(const ProgressLine&) = delete;
   ProgressLine& operator=(const ProgressLine&) = delete;
@@ -55,7 +57,10 @@ class ProgressLine {
   std::function<void(int64_t, int64_t)> Callback();
 
  private:
+  std::string Amounts(int64_t done, int64_t total) const;
+
   std::string label_;
+  std::string unit_;
   bool tty_;
   bool active_ = false;
   int last_quarter_ = -1;

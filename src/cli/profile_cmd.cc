@@ -1,0 +1,112 @@
+// `kvserve profile`: flags, the model, progress and the profile file (the measurements are
+// profile/profile.h; see docs/cost.md).
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+#include "cli/model_setup.h"
+#include "plan/plan_model.h"
+#include "profile/profile.h"
+#include "kernels/kernels.h"
+
+namespace kvserve::cli {
+namespace {
+
+struct ProfileCommandOptions {
+  std::string model_path;
+  std::string output_path;
+  std::string name;
+  int threads = 0;
+  int repetitions = 5;
+};
+
+int RunProfileCommand(const ProfileCommandOptions& o) {
+  if (o.model_path.empty()) {
+    return ReportError(InvalidArgumentError("profile: --model FILE is required (the shapes to "
+                                            "measure; a GGUF file, e.g. from `kvserve mkmodel`)"));
+  }
+  if (o.threads < 0) return ReportError(InvalidArgumentError("--threads must be >= 1"));
+  if (o.repetitions < 1) return ReportError(InvalidArgumentError("--repetitions must be >= 1"));
+  StatusOr<plan::PlanModel> shape = plan::LoadPlanModel(o.model_path);
+  if (!shape.ok()) return ReportError(shape.status());
+  CommandModelOptions model_options;
+  model_options.model_path = o.model_path;
+  StatusOr<CommandModel> model = LoadCommandModel(model_options);
+  if (!model.ok()) return ReportError(model.status());
+  const int threads = o.threads > 0 ? o.threads : ThreadPool::HardwareThreads();
+  ThreadPool pool(threads);
+
+  profile::ProfileOptions options;
+  options.repetitions = o.repetitions;
+  if (!o.name.empty()) {
+    options.name = o.name;
+  } else if (!o.output_path.empty()) {
+    std::string base = o.output_path.substr(o.output_path.find_last_of('/') + 1);
+    if (base.size() > 5 && base.compare(base.size() - 5, 5, ".json") == 0) base.resize(base.size() - 5);
+    options.name = base;
+  }
+  std::unique_ptr<ProgressLine> line;
+  std::string stage;
+  options.progress = [&](const std::string& s, int64_t done, int64_t total) {
+    if (s != stage) {
+      if (line) line->Finish();
+      stage = s;
+      static const std::map<std::string, std::string> kUnits = {
+          {"ceilings", "ceilings"}, {"matmul", "row counts"}, {"attention", "dtype x context"},
+          {"engine", "engine step kinds"}};
+      const auto unit = kUnits.find(s);
+      line = std::make_unique<ProgressLine>("profile: " + s,
+                                            unit == kUnits.end() ? "steps" : unit->second);
+    }
+    line->Update(done, total);
+  };
+  std::fprintf(stderr, "profile: %s on %d threads (%s kernels)\n", shape->name.c_str(), threads,
+               kernels::SimdLevelName());
+  StatusOr<profile::ProfileResult> result =
+      profile::ProfileMachine(*model->model, *shape, &pool, options);
+  if (line) line->Finish();
+  if (!result.ok()) return ReportError(result.status());
+  const std::string text = profile::ProfileToJson(*result).dump(2) + "\n";
+  if (o.output_path.empty() || o.output_path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  } else {
+    std::ofstream out(o.output_path, std::ios::binary);
+    out << text;
+    if (!out) return ReportError(InvalidArgumentError("cannot write " + o.output_path));
+  }
+  const cost::HardwareProfile& hw = result->profile;
+  std::fprintf(stderr,
+               "profile: read %.1f GB/s, f32 FMA %.0f GFLOP/s, int8 dot %.0f GOP/s; matmul "
+               "efficiency %.2f (1 row) .. %.2f (%g rows); overheads %.2f ms/step + %.1f us/token%s%s\n",
+               hw.memory_bandwidth_bytes_per_s / 1e9, hw.peak_flops_f32 / 1e9,
+               hw.peak_flops_int8 / 1e9, hw.efficiency.matmul.points.front().second,
+               hw.efficiency.matmul.points.back().second, hw.efficiency.matmul.points.back().first,
+               hw.efficiency.step_overhead_s * 1e3, hw.efficiency.token_overhead_s * 1e6,
+               o.output_path.empty() ? "" : "; wrote ", o.output_path.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void AddProfileCommand(CLI::App& app, int* exit_code) {
+  auto opts = std::make_shared<ProfileCommandOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "profile",
+      "Measure this machine for the cost model: memory bandwidth, FMA and int8 peaks, how close "
+      "kvserve's matmul and paged-attention kernels come to them on a model's shapes, and the "
+      "engine's per-step and per-token overheads. Writes a hardware profile for "
+      "`sim --hardware FILE.json` and `plan --hardware FILE.json`.");
+  cmd->add_option("-m,--model", opts->model_path, "Model file whose shapes are measured (GGUF)");
+  cmd->add_option("-o,--output", opts->output_path, "Profile file to write (default: stdout)");
+  cmd->add_option("--name", opts->name, "The profile's name (default: the output file's name)");
+  cmd->add_option("-t,--threads", opts->threads, "Threads (default: all hardware threads)");
+  cmd->add_option("--repetitions", opts->repetitions, "Runs per measurement (median)")
+      ->capture_default_str();
+  cmd->callback([opts, exit_code]() { *exit_code = RunProfileCommand(*opts); });
+}
+
+}  // namespace kvserve::cli
