@@ -2,16 +2,77 @@
 // docs/cli.md).
 #include "cli/plan.h"
 
+#include <cmath>
 #include <cstdio>
 #include <memory>
 
+#include "base/str_format.h"
 #include "cli/cli_util.h"
+#include "cost/hardware.h"
+#include "sim/sim.h"
+#include "trace/trace.h"
 
 namespace kvserve::cli {
+
+namespace {
+
+// `plan --stack`: the model on --hardware, with the workload from the flags or --trace.
+int RunStack(const PlanCommandOptions& o, const plan::PlanModel& model) {
+  if (o.hardware.empty()) return ReportError(InvalidArgumentError("--stack needs --hardware NAME|FILE.json"));
+  StatusOr<cost::HardwareProfile> hw = cost::ResolveHardwareProfile(o.hardware);
+  if (!hw.ok()) return ReportError(hw.status());
+  if (o.price_per_hour >= 0) hw->price_per_hour = o.price_per_hour;
+  plan::StackOptions so = o.stack_options;
+  so.context_tokens = o.plan.context_tokens;
+  so.block_size = o.plan.block_size;
+  so.kv_budget_tokens = o.plan.kv_budget_tokens;
+  so.baseline_dtype = o.plan.kv_cache_dtype;
+  if (o.prefix_share >= 0 && !o.trace_path.empty()) {
+    return ReportError(InvalidArgumentError("give --prefix-share or --trace, not both"));
+  }
+  if (o.prefix_share >= 0) {
+    so.prefix_share = o.prefix_share;
+    so.prefix_source = "--prefix-share";
+  } else if (o.trace_path.empty()) {
+    so.prefix_source = "no --trace or --prefix-share";
+  }
+  if (!o.trace_path.empty()) {
+    StatusOr<std::vector<TraceRequest>> trace = LoadMooncakeTrace(o.trace_path, o.tokens_per_hash_id);
+    if (!trace.ok()) return ReportError(trace.status());
+    sim::SimOptions sim_options;
+    sim_options.block_tokens = so.block_size;
+    sim_options.hash_block_tokens = o.tokens_per_hash_id;
+    const int64_t context = so.context_tokens > 0 ? so.context_tokens : model.max_context_tokens;
+    const sim::TraceSummary t = sim::SummarizeTrace(*trace, sim_options, context);
+    if (t.num_requests == t.num_too_long) {
+      return ReportError(InvalidArgumentError("no request of --trace fits --context " +
+                                              std::to_string(context)));
+    }
+    so.prefix_share = t.token_hit_rate;
+    so.prefix_source = StrFormat("the hit rate of %s in a cache that never evicts", o.trace_path.c_str());
+    if (so.prompt_tokens == 0) so.prompt_tokens = std::llround(t.mean_prompt_tokens);
+    if (so.output_tokens == 0) so.output_tokens = std::max<int64_t>(1, std::llround(t.mean_output_tokens));
+    std::fprintf(stderr,
+                 "plan: --trace %s: %lld requests (%lld longer than %lld tokens left out), mean "
+                 "prompt %.0f, mean output %.0f tokens, prefix hit rate %.1f%%\n",
+                 o.trace_path.c_str(), static_cast<long long>(t.num_requests),
+                 static_cast<long long>(t.num_too_long), static_cast<long long>(context),
+                 t.mean_prompt_tokens, t.mean_output_tokens, 100.0 * t.token_hit_rate);
+  }
+  StatusOr<plan::StackResult> stack = plan::ComputeCostStack(model, *hw, so);
+  if (!stack.ok()) return ReportError(stack.status());
+  const std::string text =
+      o.format == "json" ? plan::FormatStackJson(*stack) : plan::FormatStackText(*stack);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return 0;
+}
+
+}  // namespace
 
 int RunPlanCommand(const PlanCommandOptions& o) {
   StatusOr<plan::PlanModel> model = plan::ResolvePlanModel(o.preset, o.model_path);
   if (!model.ok()) return ReportError(model.status());
+  if (o.stack) return RunStack(o, *model);
   StatusOr<plan::PlanResult> result = plan::ComputePlan(*model, o.plan);
   if (!result.ok()) return ReportError(result.status());
   const std::string text =
@@ -58,6 +119,39 @@ void AddPlanCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--kv-budget", p.kv_budget_tokens,
                   "Also count requests compressed by token eviction to this many KV tokens "
                   "(serve --kv-eviction ... --kv-budget N)");
+  cmd->add_flag("--stack", opts->stack,
+               "The stacked cost table: contiguous baseline, + paged blocks, + prefix cache, + fp8 "
+               "KV, + token eviction (+ latent KV for MLA), each timed by the cost model on "
+               "--hardware (docs/cost.md)");
+  cmd->add_option("--hardware", opts->hardware,
+                  "--stack: a built-in profile (h100-sxm, h200, b200, a100-80gb, l40s, mi300x) or "
+                  "a JSON file (kvserve profile)");
+  cmd->add_option("--price-per-hour", opts->price_per_hour,
+                  "--stack: USD per device-hour (default: the profile's dated planning price)");
+  cmd->add_option("--tensor-parallel", opts->stack_options.tensor_parallel,
+                  "--stack: devices (default: the fewest powers of 2 that hold the weights and "
+                  "one --context request)");
+  cmd->add_option("--trace", opts->trace_path,
+                  "--stack: a Mooncake JSONL trace: mean prompt and output lengths and the prefix "
+                  "hit rate");
+  cmd->add_option("--tokens-per-hash-id", opts->tokens_per_hash_id,
+                  "--stack --trace: tokens per hash id")
+      ->capture_default_str();
+  cmd->add_option("--prefix-share", opts->prefix_share,
+                  "--stack: fraction of prompt tokens the prefix cache holds (instead of --trace)");
+  cmd->add_option("--avg-prompt", opts->stack_options.prompt_tokens,
+                  "--stack: mean prompt tokens (default: the trace's, else --context / 2)");
+  cmd->add_option("--avg-output", opts->stack_options.output_tokens,
+                  "--stack: mean output tokens (default: the trace's, else min(512, --context / 8))");
+  cmd->add_option("--max-num-seqs", opts->stack_options.max_num_seqs,
+                  "--stack: most requests running at once")
+      ->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", opts->stack_options.max_num_batched_tokens,
+                  "--stack: tokens per step (prompt chunks + decodes)")
+      ->capture_default_str();
+  cmd->add_option("--memory-utilization", opts->stack_options.memory_utilization,
+                  "--stack: fraction of each device's memory for weights + KV")
+      ->capture_default_str();
   cmd->add_option("--format,--output-format", opts->format, "text or json")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "plan/cost_stack.h"
 #include "plan/plan.h"
 
 namespace kvserve::cli {
@@ -17,6 +18,14 @@ struct PlanCommandOptions {
   std::string model_path;
   std::string format = "text";  // text | json
   plan::PlanOptions plan;
+  // --stack: the stacked cost table (plan/cost_stack.h) on --hardware.
+  bool stack = false;
+  std::string hardware;
+  double price_per_hour = -1;  // < 0: the profile's
+  std::string trace_path;      // Mooncake JSONL: mean lengths and prefix share
+  int64_t tokens_per_hash_id = 512;
+  double prefix_share = -1;  // < 0: from the trace, else 0
+  plan::StackOptions stack_options;
 };
 
 // Resolves the model, computes and prints the plan on stdout; returns the exit status.

@@ -127,6 +127,14 @@ const EfficiencyCurve& Efficiency::AttentionCurve(DType kv_dtype) const {
   return it == attention.end() ? attention_default : it->second;
 }
 
+double Efficiency::AttentionAt(DType kv_dtype, int64_t num_queries,
+                               int64_t attended_tokens) const {
+  if (num_queries > 1 && !prefill_attention.points.empty()) {
+    return prefill_attention.At(static_cast<double>(num_queries));
+  }
+  return AttentionCurve(kv_dtype).At(static_cast<double>(attended_tokens));
+}
+
 std::vector<std::string> HardwareProfileNames() {
   return {"h100-sxm", "h200", "b200", "a100-80gb", "l40s", "mi300x"};
 }
@@ -187,6 +195,7 @@ Status ValidateHardwareProfile(const HardwareProfile& p) {
   const Efficiency& e = p.efficiency;
   KV_RETURN_IF_ERROR(ValidateCurve(e.matmul, "matmul"));
   KV_RETURN_IF_ERROR(ValidateCurve(e.attention_default, "attention_default"));
+  KV_RETURN_IF_ERROR(ValidateCurve(e.prefill_attention, "prefill_attention"));
   for (const auto& [dtype, curve] : e.attention) {
     if (!ParseDType(dtype)) {
       return InvalidArgumentError(where + "efficiency \"attention\" has an unknown dtype '" +
@@ -258,6 +267,9 @@ StatusOr<HardwareProfile> HardwareProfileFromJson(const json& j, const std::stri
     for (const auto& [key, value] : e.items()) {
       if (key == "matmul") {
         KV_ASSIGN_OR_RETURN(p.efficiency.matmul, CurveFromJson(value, origin, "efficiency.matmul"));
+      } else if (key == "prefill_attention") {
+        KV_ASSIGN_OR_RETURN(p.efficiency.prefill_attention,
+                            CurveFromJson(value, origin, "efficiency.prefill_attention"));
       } else if (key == "attention_default") {
         KV_ASSIGN_OR_RETURN(p.efficiency.attention_default,
                             CurveFromJson(value, origin, "efficiency.attention_default"));
@@ -285,6 +297,9 @@ json HardwareProfileToJson(const HardwareProfile& p) {
   e["matmul"] = CurveToJson(p.efficiency.matmul);
   e["attention_default"] = CurveToJson(p.efficiency.attention_default);
   e["attention"] = json::object();
+  if (!p.efficiency.prefill_attention.points.empty()) {
+    e["prefill_attention"] = CurveToJson(p.efficiency.prefill_attention);
+  }
   for (const auto& [dtype, curve] : p.efficiency.attention) e["attention"][dtype] = CurveToJson(curve);
   e["step_overhead_s"] = p.efficiency.step_overhead_s;
   e["token_overhead_s"] = p.efficiency.token_overhead_s;

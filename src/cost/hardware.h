@@ -37,16 +37,22 @@ struct EfficiencyCurve {
 // each kind of work: the roofline time divided by the time the work takes. x of `matmul` is
 // the step's rows (tokens); x of `attention` is the context a query attends to, one curve per
 // KV dtype name ("bf16", "fp8_e4m3", "int8", ...), `attention_default` for the others.
+// `prefill_attention` times a chunk of several queries (prefill, chunked prefill, a suffix
+// after a prefix-cache hit), whose kernel is compute-bound where decode's reads bytes; its x is
+// the chunk's query rows. Empty: chunks use the decode curves too.
 struct Efficiency {
   EfficiencyCurve matmul = EfficiencyCurve::Constant(0.7);
   std::map<std::string, EfficiencyCurve> attention;
   EfficiencyCurve attention_default = EfficiencyCurve::Constant(0.6);
+  EfficiencyCurve prefill_attention;
   // Fixed costs not in the rooflines: per engine step (scheduling, sampling, synchronisation)
   // and per token computed (norms, RoPE, activations, embedding rows).
   double step_overhead_s = 0.0;
   double token_overhead_s = 0.0;
 
   const EfficiencyCurve& AttentionCurve(DType kv_dtype) const;
+  // The efficiency of `num_queries` queries of one sequence attending to `attended_tokens`.
+  double AttentionAt(DType kv_dtype, int64_t num_queries, int64_t attended_tokens) const;
 };
 
 struct HardwareProfile {

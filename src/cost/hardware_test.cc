@@ -40,6 +40,7 @@ TEST(Hardware, FileOverridesItsBase) {
   const json j = json::parse(R"({"name": "cheap-h100", "base": "h100-sxm",
       "price_per_hour": 1.25,
       "efficiency": {"matmul": [[1, 0.5], [512, 0.8]], "attention": {"int8": 0.4},
+                     "prefill_attention": [[16, 0.2], [256, 0.3]],
                      "step_overhead_s": 0.002}})");
   StatusOr<HardwareProfile> p = HardwareProfileFromJson(j, "f.json");
   ASSERT_TRUE(p.ok()) << p.status().message();
@@ -50,6 +51,12 @@ TEST(Hardware, FileOverridesItsBase) {
   EXPECT_DOUBLE_EQ(p->efficiency.AttentionCurve(DType::kI8).At(100), 0.4);
   EXPECT_DOUBLE_EQ(p->efficiency.AttentionCurve(DType::kBF16).At(100), 0.6);
   EXPECT_DOUBLE_EQ(p->efficiency.step_overhead_s, 0.002);
+  EXPECT_DOUBLE_EQ(p->efficiency.AttentionAt(DType::kI8, 256, 100), 0.3);  // a chunk
+  EXPECT_DOUBLE_EQ(p->efficiency.AttentionAt(DType::kI8, 1, 100), 0.4);    // decode
+  // The curve survives a round trip through the file form.
+  StatusOr<HardwareProfile> again = HardwareProfileFromJson(HardwareProfileToJson(*p), "again");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_DOUBLE_EQ(again->efficiency.prefill_attention.At(16), 0.2);
 }
 
 TEST(Hardware, BadFilesNameTheField) {
@@ -72,6 +79,9 @@ TEST(Hardware, BadFilesNameTheField) {
   EXPECT_NE(error(R"({"base": "h100-sxm", "efficiency": {"matmul": 7}})").find("(0, 1.5]"),
             std::string::npos);
   EXPECT_NE(error(R"({"base": "h100-sxm", "efficiency": {"attention": {"q9": 0.5}}})").find("q9"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"base": "h100-sxm", "efficiency": {"prefill_attention": [[1, 2]]}})")
+                .find("prefill_attention"),
             std::string::npos);
   EXPECT_NE(error(R"({"base": "nope"})").find("base"), std::string::npos);
   EXPECT_NE(error(R"({"base": "h100-sxm", "price_per_hour": "2"})").find("price_per_hour"),

@@ -129,10 +129,10 @@ StepCost ComputeStepCost(const Deployment& d, std::span<const StepSeq> seqs) {
   // f32 cache) compute.
   const double attention_peak =
       PeakFlops(hw, d.kv.dtype == DType::kF32 ? DType::kF32 : DType::kBF16);
-  const double flops_per_key = 2.0 * static_cast<double>(m.num_heads) *
+  const double flops_per_key = 2.0 * static_cast<double>(m.num_layers) *
+                               static_cast<double>(m.num_heads) *
                                static_cast<double>(m.attention_qk_dim + m.attention_v_dim);
   const double bytes_per_token = static_cast<double>(d.kv.bytes_per_token());
-  const EfficiencyCurve& attention_eff = hw.efficiency.AttentionCurve(d.kv.dtype);
   for (const StepSeq& s : seqs) {
     if (s.num_new_tokens <= 0) continue;
     const int64_t end = s.num_computed_tokens + s.num_new_tokens;
@@ -140,7 +140,7 @@ StepCost ComputeStepCost(const Deployment& d, std::span<const StepSeq> seqs) {
     const double keys = AttendedSum(s.num_computed_tokens, s.num_new_tokens, cap);
     const double bytes = bytes_per_token * static_cast<double>(cap + s.num_new_tokens);
     step.attention.Add(Roofline(flops_per_key * keys / tp, bytes / tp, attention_peak, bw,
-                                attention_eff.At(static_cast<double>(cap))));
+                                hw.efficiency.AttentionAt(d.kv.dtype, s.num_new_tokens, cap)));
   }
   if (d.tensor_parallel > 1 && step.num_tokens > 0) {
     const double all_reduce_bytes = n * static_cast<double>(m.hidden_dim) * 2.0;  // bf16

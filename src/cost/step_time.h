@@ -8,11 +8,12 @@
 //             b (P_layers + L_moe P_expert E (1 - (1 - k/E)^N)) (the experts N tokens are
 //             expected to touch under uniform routing);
 //   output    flops 2 S P_output, bytes b P_output when S > 0;
-//   attention per sequence: flops 2 H (d_qk + d_v) sum_{i=1..n} min(c + i, M), bytes: the
-//             M-capped context read once plus the n new tokens written, at the KV cache's
-//             bytes per token (KvCacheSpec::bytes_per_token: dtype, int8 scales, the MLA
-//             latent); M = min(sliding window, eviction budget + block size), the slots a
-//             compressed request holds (as `kvserve plan --kv-budget` counts them);
+//   attention per sequence: flops 2 L H (d_qk + d_v) sum_{i=1..n} min(c + i, M) over L
+//             layers, bytes: the M-capped context read once plus the n new tokens written,
+//             at the KV cache's bytes per token (KvCacheSpec::bytes_per_token, all layers:
+//             dtype, int8 scales, the MLA latent); M = min(sliding window, eviction
+//             budget + block size), the slots a compressed request holds (as `kvserve plan
+//             --kv-budget` counts them);
 //   comm      tensor parallel over T devices: two all-reduces of N x hidden bf16 values per
 //             layer, each 2 (T - 1) / T of it over the interconnect;
 //   overhead  the profile's per-step and per-token fixed costs.

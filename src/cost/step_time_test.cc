@@ -79,6 +79,32 @@ TEST(StepTime, EfficiencyDividesTheRoofline) {
   EXPECT_DOUBLE_EQ(c.overhead_s, 1e-3 + 10e-6);
 }
 
+TEST(StepTime, AttentionFlopsCountEveryLayer) {
+  Deployment d = Simple();
+  d.model.num_layers = 30;
+  d.kv.num_layers = 30;
+  // 30 layers x 100 keys x 2 x (128 + 128); 30 x 512 bytes per token, 100 read + 1 written.
+  const StepCost c = DecodeStepCost(d, 1, 99);
+  EXPECT_DOUBLE_EQ(c.attention.flops, 30.0 * 512 * 100);
+  EXPECT_DOUBLE_EQ(c.attention.bytes, 30.0 * 512 * 101);
+}
+
+TEST(StepTime, ChunksUseThePrefillAttentionCurve) {
+  Deployment d = Simple();
+  d.hardware.efficiency.attention_default = EfficiencyCurve::Constant(0.5);
+  // No prefill curve: a chunk of 64 over 1000 cached keys at the decode curve (0.5).
+  const std::vector<StepSeq> chunk = {{.num_computed_tokens = 1000, .num_new_tokens = 64}};
+  const StepCost before = ComputeStepCost(d, chunk);
+  // flops 512 x (64 x 1000 + 64 x 65 / 2), bytes 512 x (1064 + 64): memory-bound here.
+  const double flops = 512.0 * (64.0 * 1000 + 64.0 * 65 / 2);
+  EXPECT_DOUBLE_EQ(before.attention.flops, flops);
+  EXPECT_DOUBLE_EQ(before.attention.seconds, 512.0 * 1128 / 1e12 / 0.5);
+  // With one: the chunk's 64 rows pick 0.25 (log2-linear between 16 and 256); decode keeps 0.5.
+  d.hardware.efficiency.prefill_attention = {{{16, 0.125}, {256, 0.375}}};
+  EXPECT_DOUBLE_EQ(ComputeStepCost(d, chunk).attention.seconds, 512.0 * 1128 / 1e12 / 0.25);
+  EXPECT_DOUBLE_EQ(DecodeStepCost(d, 1, 999).attention.seconds, 512.0 * 1001 / 1e12 / 0.5);
+}
+
 TEST(StepTime, KvBytesAreTheCacheSpecs) {
   Deployment d = Simple();
   for (DType t : {DType::kBF16, DType::kFp8E4M3, DType::kI8, DType::kF32}) {

@@ -181,7 +181,7 @@ bool KvCacheManager::reset_prefix_cache() {
   KV_CHECK_EQ(im.tree.num_nodes(), 0);
   if (im.options.record_events) {
     im.tree.set_event_log(&im.events);
-    im.events.push_back({KvCacheEvent::Kind::kAllBlocksCleared, {}, std::nullopt, {}});
+    im.events.push_back({KvCacheEvent::Kind::kAllBlocksCleared, {}, std::nullopt, {}, std::nullopt});
   }
   return true;
 }

@@ -270,7 +270,7 @@ RadixCache::InsertResult RadixCache::insert(std::string_view ns, NodeId parent,
       e.token_ids.insert(e.token_ids.end(), block_tokens.begin(), block_tokens.end());
     } else {
       event_log_->push_back({KvCacheEvent::Kind::kBlockStored, {hash}, parent_hash,
-                             std::vector<TokenId>(block_tokens.begin(), block_tokens.end())});
+                             std::vector<TokenId>(block_tokens.begin(), block_tokens.end()), std::nullopt});
     }
   }
   return {id, true};
@@ -344,7 +344,7 @@ void RadixCache::remove_leaf(NodeId id) {
     if (!event_log_->empty() && event_log_->back().kind == KvCacheEvent::Kind::kBlockRemoved) {
       event_log_->back().block_hashes.push_back(hash);
     } else {
-      event_log_->push_back({KvCacheEvent::Kind::kBlockRemoved, {hash}, std::nullopt, {}});
+      event_log_->push_back({KvCacheEvent::Kind::kBlockRemoved, {hash}, std::nullopt, {}, std::nullopt});
     }
   }
   remember_eviction(get(n.root).key, n.chain);

@@ -338,8 +338,9 @@ StatusOr<ProfileResult> ProfileMachine(LlamaModel& model, const plan::PlanModel&
 
   // 3. Paged decode attention per KV dtype and context (one layer, one query, times layers).
   json attention = json::object();
-  const int64_t num_attention = static_cast<int64_t>(options.kv_dtypes.size() *
-                                                     options.attention_contexts.size());
+  const int64_t num_attention = static_cast<int64_t>(
+      options.kv_dtypes.size() * options.attention_contexts.size() +
+      options.prefill_attention_rows.size());
   int64_t attention_done = 0;
   kernels::PagedAttentionShape attn_shape;
   attn_shape.num_heads = shape_source.num_heads;
@@ -373,6 +374,42 @@ StatusOr<ProfileResult> ProfileMachine(LlamaModel& model, const plan::PlanModel&
     hw.efficiency.attention[DTypeName(dtype)] = curve;
     if (dtype == DType::kF32) hw.efficiency.attention_default = curve;
     attention[DTypeName(dtype)] = rows;
+  }
+  // Prefill chunks: n query rows after a cached context, causal within the chunk.
+  {
+    KV_ASSIGN_OR_RETURN(cost::Deployment f32_ideal, RooflineDeployment(shape_source, DType::kF32, hw));
+    cost::EfficiencyCurve curve;
+    json rows = json::array();
+    const int64_t cached = options.prefill_attention_cached_tokens;
+    for (int64_t n : options.prefill_attention_rows) {
+      progress("attention", attention_done++, num_attention);
+      auto data = RandomPagedKv(DType::kF32, shape_source.num_kv_heads, shape_source.head_dim,
+                                cached + n);
+      std::vector<float> qs(n * shape_source.num_heads * shape_source.head_dim, 0.1f);
+      std::vector<float> outs(qs.size());
+      kernels::PagedSeq seq;
+      seq.block_table = data->block_table.data();
+      seq.num_keys = cached + n;
+      seq.num_queries = n;
+      const double seconds = TimeMedian(
+          [&] {
+            kernels::PagedPrefillAttention(qs.data(), data->kv, seq, attn_shape, outs.data(), pool);
+          },
+          reps);
+      const cost::StepSeq step_seq{cached, n, false};
+      const cost::StepCost ideal_step = cost::ComputeStepCost(f32_ideal, std::span(&step_seq, 1));
+      const double model_seconds = seconds * shape_source.num_layers;
+      const double fraction = ClampFraction(ideal_step.attention.seconds / model_seconds);
+      curve.points.push_back({static_cast<double>(n), fraction});
+      rows.push_back({{"query_rows", n},
+                      {"cached_tokens", cached},
+                      {"measured_s", model_seconds},
+                      {"roofline_s", ideal_step.attention.seconds},
+                      {"efficiency", fraction}});
+    }
+    std::sort(curve.points.begin(), curve.points.end());
+    hw.efficiency.prefill_attention = curve;
+    attention["prefill_f32"] = rows;
   }
   progress("attention", num_attention, num_attention);
   m["attention"] = attention;

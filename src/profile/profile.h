@@ -8,7 +8,8 @@
 //      type) over the measured time;
 //   3. attention efficiency: kernels::PagedDecodeAttention over the model's KV geometry for one
 //      query at several context lengths, per KV dtype, as the roofline time of that read over
-//      the measured time (times the layers);
+//      the measured time (times the layers); and kernels::PagedPrefillAttention for chunks of
+//      several query rows after a cached context (f32 KV), the prefill curve;
 //   4. the engine's fixed costs: real EngineCore steps (decode batches, prefill chunks) on
 //      this model, minus what 1-3 predict for them, fitted by least squares as a cost per step
 //      plus a cost per computed token (norms, RoPE, activations, sampling, scheduling).
@@ -38,6 +39,8 @@ struct ProfileOptions {
   std::vector<int64_t> attention_contexts = {128, 512, 2048, 8192};
   std::vector<DType> kv_dtypes = {DType::kF32, DType::kF16, DType::kBF16, DType::kFp8E4M3,
                                   DType::kI8};
+  std::vector<int64_t> prefill_attention_rows = {16, 64, 256};
+  int64_t prefill_attention_cached_tokens = 512;  // context before each chunk
   std::vector<int64_t> decode_batches = {1, 4, 16};
   std::vector<int64_t> prefill_tokens = {16, 64, 256};
   int64_t read_buffer_bytes = int64_t{1} << 30;  // the bandwidth measurement's buffer

@@ -42,6 +42,8 @@ class ProfileTest : public ::testing::Test {
     o.name = "test-machine";
     o.matmul_rows = {1, 8, 64};
     o.attention_contexts = {64, 256};
+    o.prefill_attention_rows = {16, 32};
+    o.prefill_attention_cached_tokens = 64;
     o.kv_dtypes = {DType::kF32, DType::kBF16, DType::kI8};
     o.decode_batches = {1, 4};
     o.prefill_tokens = {16, 64};
@@ -80,6 +82,9 @@ TEST_F(ProfileTest, MeasuresCeilingsEfficienciesAndOverheads) {
     ASSERT_TRUE(hw.efficiency.attention.count(dtype)) << dtype;
     EXPECT_EQ(hw.efficiency.attention.at(dtype).points.size(), 2u);
   }
+  ASSERT_EQ(hw.efficiency.prefill_attention.points.size(), 2u);
+  EXPECT_EQ(hw.efficiency.prefill_attention.points[0].first, 16.0);
+  EXPECT_EQ(result->measurements["attention"]["prefill_f32"].size(), 2u);
   EXPECT_GE(hw.efficiency.step_overhead_s, 0.0);
   EXPECT_GE(hw.efficiency.token_overhead_s, 0.0);
   EXPECT_EQ(result->measurements["engine_steps"].size(), 4u);
@@ -93,6 +98,7 @@ TEST_F(ProfileTest, MeasuresCeilingsEfficienciesAndOverheads) {
   EXPECT_DOUBLE_EQ(back->memory_bandwidth_bytes_per_s, hw.memory_bandwidth_bytes_per_s);
   EXPECT_DOUBLE_EQ(back->efficiency.token_overhead_s, hw.efficiency.token_overhead_s);
   EXPECT_EQ(back->efficiency.matmul.points, hw.efficiency.matmul.points);
+  EXPECT_EQ(back->efficiency.prefill_attention.points, hw.efficiency.prefill_attention.points);
 
   // The profile times a decode step of this model, within a factor of the measured one (the
   // roofline plus fitted overheads reproduce what the engine did).

@@ -237,4 +237,27 @@ StatusOr<SimReport> RunSim(const std::vector<TraceRequest>& full_trace, const Si
   return rep;
 }
 
+TraceSummary SummarizeTrace(const std::vector<TraceRequest>& trace, const SimOptions& options,
+                            int64_t max_model_len) {
+  TraceSummary t;
+  t.num_requests = static_cast<int64_t>(trace.size());
+  double prompt = 0.0, output = 0.0;
+  int64_t counted = 0;
+  for (const TraceRequest& r : trace) {
+    if (r.input_tokens + std::max<int64_t>(1, r.output_tokens) > max_model_len) {
+      ++t.num_too_long;
+      continue;
+    }
+    prompt += static_cast<double>(r.input_tokens);
+    output += static_cast<double>(std::max<int64_t>(1, r.output_tokens));
+    ++counted;
+  }
+  if (counted > 0) {
+    t.mean_prompt_tokens = prompt / static_cast<double>(counted);
+    t.mean_output_tokens = output / static_cast<double>(counted);
+  }
+  t.token_hit_rate = SimulateUnbounded(trace, options).token_hit_rate();
+  return t;
+}
+
 }  // namespace kvserve::sim

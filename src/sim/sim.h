@@ -153,6 +153,20 @@ std::vector<TraceRequest> TraceHead(const std::vector<TraceRequest>& trace,
 // Validates options (user errors -> InvalidArgument), then replays every capacity.
 StatusOr<SimReport> RunSim(const std::vector<TraceRequest>& trace, const SimOptions& options);
 
+// What `kvserve plan --stack --trace T` takes from a trace: the mean prompt and output of the
+// requests that fit `max_model_len` (prompt + max(1, output); the others are counted), and
+// the token hit rate a cache that never evicts would reach over all of them
+// (SimulateUnbounded with `options`' block and hash-block sizes).
+struct TraceSummary {
+  int64_t num_requests = 0;
+  int64_t num_too_long = 0;
+  double mean_prompt_tokens = 0.0;
+  double mean_output_tokens = 0.0;
+  double token_hit_rate = 0.0;
+};
+TraceSummary SummarizeTrace(const std::vector<TraceRequest>& trace, const SimOptions& options,
+                            int64_t max_model_len);
+
 std::string FormatSimText(const SimReport& report);
 std::string FormatSimJson(const SimReport& report);
 

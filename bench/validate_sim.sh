@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Checks the cost model's prediction against a measurement on this machine (docs/cost.md,
+# "Validation"): `kvserve profile` measures the machine on each model, then for every model x
+# workload `kvserve serve` + `kvserve bench serve --result-file` measure, and `kvserve sim`
+# with the profile predicts the same run from the same flags (same workload, seed, arrival
+# times, KV budget and scheduler flags). The table compares output throughput, median TTFT and
+# median TPOT, and reports the median and largest absolute error of each.
+#
+# Models: synthetic Q8_0 GGUFs (`kvserve mkmodel`, random weights, seed 0) in the shapes of
+# smollm2-135m and llama-3.2-1b. Workloads:
+#   random         Poisson arrivals at a rate near the server's capacity;
+#   shared-prefix  groups of questions after a common system prompt, 8 in flight;
+#   mooncake       a slice of the Mooncake conversation trace (../shared/assets/traces), prompts
+#                  at --tokens-per-hash-id 16 (1/32 of their length), outputs at 1/8, arrivals
+#                  sped up so that requests queue (48 requests; 16 on llama-3.2-1b).
+# Usage: bench/validate_sim.sh [--models "smollm2-135m llama-3.2-1b"] [--threads 2]
+#                              [--out FILE.md] [--keep DIR]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+MODELS="smollm2-135m llama-3.2-1b"
+THREADS=2
+OUT=""
+RESULTS=""
+while (($#)); do
+  case "$1" in
+    --models) MODELS="$2"; shift 2 ;;
+    --threads) THREADS="$2"; shift 2 ;;
+    --out) OUT="$2"; shift 2 ;;
+    --keep) RESULTS="$2"; shift 2 ;;
+    *) echo "unknown flag $1" >&2; exit 2 ;;
+  esac
+done
+BIN=build/kvserve
+TRACE=../shared/assets/traces/mooncake/conversation_trace.jsonl
+[[ -x "$BIN" ]] || { echo "build $BIN first (README)" >&2; exit 1; }
+[[ -f "$TRACE" ]] || { echo "missing $TRACE (../shared/assets)" >&2; exit 1; }
+RESULTS="${RESULTS:-$(mktemp -d -t kvserve-validate-sim.XXXXXX)}"
+mkdir -p "$RESULTS" build/bench-models
+log() { echo "[validate-sim] $*" >&2; }
+PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+
+# The engine flags both the server and the prediction take (same names, same defaults).
+ENGINE_FLAGS=(--max-num-seqs 16 --max-model-len 2048 --kv-cache-memory 512MiB)
+
+# Per model: workload flags sized so that each run takes about a minute on 2 Zen 4 cores.
+workload_flags() {  # model workload
+  local model=$1 workload=$2 scale=1
+  [[ $model == llama-3.2-1b ]] && scale=4
+  case $workload in
+    random)
+      echo "--dataset-name random --num-prompts $((64 / scale)) --random-input-len 256" \
+           "--random-output-len 64 --random-range-ratio 0.5 --request-rate $(python3 -c "print(6 / $scale)") --seed 1" ;;
+    shared-prefix)
+      echo "--dataset-name shared-prefix --sp-num-groups 4 --sp-prompts-per-group $((16 / scale))" \
+           "--sp-system-prompt-len 512 --sp-question-len 64 --sp-output-len 48 --max-concurrency 8 --seed 2" ;;
+    mooncake)
+      echo "--dataset-name mooncake --TRACE $RESULTS/mooncake-slice.jsonl --tokens-per-hash-id 16" \
+           "--num-prompts $((48 / (scale / 2 + 1))) --trace-time-scale $(python3 -c "print(0.25 * $scale)")" ;;
+  esac
+}
+
+# A slice of the conversation trace with outputs at 1/8 of their length (at least 1 token):
+# 48 requests from row 1000 on, leaving out the few that would not fit --max-model-len 2048 at
+# 16 tokens per hash id (a 400 from the server, a rejection in sim: not a timing comparison).
+python3 - "$TRACE" "$RESULTS/mooncake-slice.jsonl" <<'EOF'
+import json, sys
+rows = [json.loads(l) for _, l in zip(range(3000), open(sys.argv[1]))][1000:]
+rows = [r for r in rows if 16 * len(r["hash_ids"]) + max(1, r["output_length"] // 8) <= 1900][:48]
+# The trace's timestamps are rounded to 3 s, so each group of about ten arrives at once and
+# which of them the server sees first is up to the network; spread each group evenly over its
+# 3 s, in trace order, so that the server and the prediction see one arrival order.
+t0 = rows[0]["timestamp"]
+groups = {}
+for r in rows:
+    groups.setdefault(r["timestamp"], []).append(r)
+for stamp, group in groups.items():
+    for i, r in enumerate(group):
+        r["timestamp"] = stamp - t0 + 3000 * i // len(group)
+with open(sys.argv[2], "w") as out:
+    for r in rows:
+        r["output_length"] = max(1, r["output_length"] // 8)
+        out.write(json.dumps(r) + "\n")
+EOF
+
+for model in $MODELS; do
+  file=build/bench-models/$model-q8_0.gguf
+  [[ -s "$file" ]] || { "$BIN" mkmodel --preset "$model" --dtype q8_0 --seed 0 -o "$file.tmp" && mv "$file.tmp" "$file"; }
+  log "profile $model ($THREADS threads)"
+  "$BIN" profile --model "$file" -t "$THREADS" -o "$RESULTS/profile-$model.json" 2>"$RESULTS/profile-$model.log"
+  tail -1 "$RESULTS/profile-$model.log" >&2
+  for workload in random shared-prefix mooncake; do
+    read -r -a flags <<<"$(workload_flags "$model" "$workload")"
+    bench_flags=("${flags[@]/--TRACE/--dataset-path}")
+    sim_flags=("${flags[@]/--TRACE/--trace}")
+    log "$model $workload: measure"
+    "$BIN" serve --model "$file" --port "$PORT" --threads "$THREADS" "${ENGINE_FLAGS[@]}" \
+      --served-model-name "$model" >"$RESULTS/serve-$model-$workload.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.2; done
+    "$BIN" bench serve --base-url "http://127.0.0.1:$PORT" "${bench_flags[@]}" --no-progress \
+      --result-file "$RESULTS/measured-$model-$workload.json" >"$RESULTS/measured-$model-$workload.txt"
+    kill -TERM $pid; wait $pid || true
+    log "$model $workload: predict"
+    "$BIN" sim --model "$file" --hardware "$RESULTS/profile-$model.json" "${ENGINE_FLAGS[@]}" \
+      "${sim_flags[@]}" --result-file "$RESULTS/predicted-$model-$workload.json" \
+      >"$RESULTS/predicted-$model-$workload.txt"
+  done
+done
+
+python3 - "$RESULTS" "$MODELS" >"${OUT:-/dev/stdout}" <<'EOF'
+import json, os, statistics, sys
+results, models = sys.argv[1], sys.argv[2].split()
+fields = [("output tok/s", lambda r: r["output_throughput_tokens_per_s"]),
+          ("TTFT median ms", lambda r: r["ttft"]["median_ms"]),
+          ("TPOT median ms", lambda r: r["tpot"]["median_ms"])]
+errors = {name: [] for name, _ in fields}
+print("| model | workload | " + " | ".join(f"{n}: measured / predicted (error)" for n, _ in fields) + " |")
+print("|---|---|" + "---|" * len(fields))
+for model in models:
+    for workload in ["random", "shared-prefix", "mooncake"]:
+        m = json.load(open(os.path.join(results, f"measured-{model}-{workload}.json")))
+        p = json.load(open(os.path.join(results, f"predicted-{model}-{workload}.json")))
+        cells = []
+        for name, get in fields:
+            mv, pv = get(m), get(p)
+            err = (pv - mv) / mv if mv else float("nan")
+            errors[name].append(abs(err))
+            cells.append(f"{mv:.1f} / {pv:.1f} ({100 * err:+.0f}%)")
+        print(f"| {model} | {workload} | " + " | ".join(cells) + " |")
+print()
+print("| | " + " | ".join(n for n, _ in fields) + " |")
+print("|---|" + "---|" * len(fields))
+print("| median absolute error | " + " | ".join(f"{100 * statistics.median(errors[n]):.1f}%" for n, _ in fields) + " |")
+print("| largest absolute error | " + " | ".join(f"{100 * max(errors[n]):.1f}%" for n, _ in fields) + " |")
+EOF
+log "raw results in $RESULTS"
