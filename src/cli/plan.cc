@@ -8,8 +8,11 @@
 
 #include "base/str_format.h"
 #include "cli/cli_util.h"
+#include "cli/workload_flags.h"
 #include "cost/hardware.h"
+#include "sim/serving.h"
 #include "sim/sim.h"
+#include "sim/slo_search.h"
 #include "trace/trace.h"
 
 namespace kvserve::cli {
@@ -37,11 +40,12 @@ int RunStack(const PlanCommandOptions& o, const plan::PlanModel& model) {
     so.prefix_source = "no --trace or --prefix-share";
   }
   if (!o.trace_path.empty()) {
-    StatusOr<std::vector<TraceRequest>> trace = LoadMooncakeTrace(o.trace_path, o.tokens_per_hash_id);
+    const int64_t tokens_per_hash_id = o.workload.dataset.tokens_per_hash_id;
+    StatusOr<std::vector<TraceRequest>> trace = LoadMooncakeTrace(o.trace_path, tokens_per_hash_id);
     if (!trace.ok()) return ReportError(trace.status());
     sim::SimOptions sim_options;
     sim_options.block_tokens = so.block_size;
-    sim_options.hash_block_tokens = o.tokens_per_hash_id;
+    sim_options.hash_block_tokens = tokens_per_hash_id;
     const int64_t context = so.context_tokens > 0 ? so.context_tokens : model.max_context_tokens;
     const sim::TraceSummary t = sim::SummarizeTrace(*trace, sim_options, context);
     if (t.num_requests == t.num_too_long) {
@@ -67,9 +71,54 @@ int RunStack(const PlanCommandOptions& o, const plan::PlanModel& model) {
   return 0;
 }
 
+// `plan --search`: the grid replayed on the workload.
+int RunSearch(const PlanCommandOptions& o) {
+  if (o.hardware.empty()) return ReportError(InvalidArgumentError("--search needs --hardware NAME|FILE.json"));
+  if (o.trace_path.empty() && o.dataset_name.empty()) {
+    return ReportError(InvalidArgumentError("--search needs a workload: --trace FILE or --dataset-name"));
+  }
+  loadgen::ResolvedBench resolved;
+  StatusOr<sim::ServingWorkload> workload =
+      sim::BuildServingWorkload(o.workload, o.dataset_name, o.trace_path, &resolved);
+  if (!workload.ok()) return ReportError(workload.status());
+  sim::SearchOptions so;
+  so.engine.preset = o.preset;
+  so.engine.model_path = o.model_path;
+  so.engine.hardware = o.hardware;
+  so.engine.price_per_hour = o.price_per_hour;
+  so.engine.tensor_parallel = std::max(1, o.stack_options.tensor_parallel);
+  so.engine.memory_utilization = o.stack_options.memory_utilization;
+  so.slo_ttft_p90_ms = o.slo_ttft_p90_ms;
+  so.slo_tpot_p99_ms = o.slo_tpot_p99_ms;
+  so.space.max_replicas = o.max_replicas;
+  so.max_concurrency = o.workload.max_concurrency;
+  std::unique_ptr<ProgressLine> line;  // one per replica count
+  int64_t line_replicas = 0;
+  so.progress = [&](int64_t replicas, int64_t done, int64_t total) {
+    if (replicas != line_replicas) {
+      if (line) line->Finish();
+      line = std::make_unique<ProgressLine>(
+          StrFormat("search: %lld replica(s)", static_cast<long long>(replicas)), "candidates");
+      line_replicas = replicas;
+    }
+    line->Update(done, total);
+  };
+  std::fprintf(stderr, "plan: --search over %zu requests (%s)\n", workload->prompts.size(),
+               workload->dataset_name.c_str());
+  StatusOr<sim::SearchResult> result = sim::SearchConfigurations(*workload, so);
+  if (line) line->Finish();
+  if (!result.ok()) return ReportError(result.status());
+  const std::string text = o.format == "json" ? sim::FormatSearchJson(*result, so)
+                                              : sim::FormatSearchText(*result, so);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return 0;
+}
+
 }  // namespace
 
 int RunPlanCommand(const PlanCommandOptions& o) {
+  if (o.stack && o.search) return ReportError(InvalidArgumentError("give --stack or --search, not both"));
+  if (o.search) return RunSearch(o);
   StatusOr<plan::PlanModel> model = plan::ResolvePlanModel(o.preset, o.model_path);
   if (!model.ok()) return ReportError(model.status());
   if (o.stack) return RunStack(o, *model);
@@ -134,9 +183,6 @@ void AddPlanCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--trace", opts->trace_path,
                   "--stack: a Mooncake JSONL trace: mean prompt and output lengths and the prefix "
                   "hit rate");
-  cmd->add_option("--tokens-per-hash-id", opts->tokens_per_hash_id,
-                  "--stack --trace: tokens per hash id")
-      ->capture_default_str();
   cmd->add_option("--prefix-share", opts->prefix_share,
                   "--stack: fraction of prompt tokens the prefix cache holds (instead of --trace)");
   cmd->add_option("--avg-prompt", opts->stack_options.prompt_tokens,
@@ -152,6 +198,19 @@ void AddPlanCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--memory-utilization", opts->stack_options.memory_utilization,
                   "--stack: fraction of each device's memory for weights + KV")
       ->capture_default_str();
+  cmd->add_flag("--search", opts->search,
+               "SLO search: replays --trace (or a bench serve dataset) over a grid of KV dtype, "
+               "block size, --max-num-seqs, --max-num-batched-tokens, chunked prefill and "
+               "eviction budget on 1, 2, ... replicas, and prints the cheapest configuration "
+               "that meets --slo-ttft-p90 and --slo-tpot-p99 (docs/cost.md)");
+  cmd->add_option("--slo-ttft-p90", opts->slo_ttft_p90_ms, "--search: TTFT p90 target (ms)");
+  cmd->add_option("--slo-tpot-p99", opts->slo_tpot_p99_ms, "--search: TPOT p99 target (ms)");
+  cmd->add_option("--max-replicas", opts->max_replicas, "--search: most replicas tried")
+      ->capture_default_str();
+  cmd->add_option("--dataset-name", opts->dataset_name,
+                  "--search: bench serve's dataset (random, shared-prefix, mooncake, azure, "
+                  "result-file; default: --trace's format)");
+  AddWorkloadFlags(cmd, &opts->workload);  // bench serve's, same names and defaults
   cmd->add_option("--format,--output-format", opts->format, "text or json")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();

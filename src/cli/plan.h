@@ -7,8 +7,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include "loadgen/bench_settings.h"
 #include "plan/cost_stack.h"
 #include "plan/plan.h"
+#include "sim/slo_search.h"
 
 namespace kvserve::cli {
 
@@ -23,9 +25,16 @@ struct PlanCommandOptions {
   std::string hardware;
   double price_per_hour = -1;  // < 0: the profile's
   std::string trace_path;      // Mooncake JSONL: mean lengths and prefix share
-  int64_t tokens_per_hash_id = 512;
   double prefix_share = -1;  // < 0: from the trace, else 0
   plan::StackOptions stack_options;
+  // --search: the cheapest configuration that meets the targets (sim/slo_search.h) on the
+  // workload bench serve would send (its flags; --trace in its format).
+  bool search = false;
+  double slo_ttft_p90_ms = 0.0;
+  double slo_tpot_p99_ms = 0.0;
+  int64_t max_replicas = 8;
+  std::string dataset_name;
+  loadgen::BenchSettings workload;
 };
 
 // Resolves the model, computes and prints the plan on stdout; returns the exit status.

@@ -9,10 +9,10 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/kv_eviction_flags.h"
 #include "cli/scheduler_flags.h"
 #include "cli/workload_flags.h"
 #include "loadgen/bench_settings.h"
-#include "model/model_description.h"
 #include "sim/engine_setup.h"
 #include "sim/fleet.h"
 #include "sim/serving.h"
@@ -37,36 +37,9 @@ struct SimCommandFlags {
   std::string dataset_name;  // "": random, or the --trace file's format
   sim::EngineSetup engine;
   std::string result_file;
+  KvEvictionFlags eviction;  // serve's --kv-eviction, --kv-budget, ...
 };
 
-// The workload of a prediction: bench serve's dataset, or the --trace file in its format.
-StatusOr<sim::ServingWorkload> BuildServingWorkload(const SimCommandFlags& f,
-                                                    loadgen::ResolvedBench* resolved) {
-  loadgen::BenchSettings settings = f.workload;
-  std::string name = f.dataset_name;
-  if (!f.trace_path.empty() && name.empty()) {
-    KV_ASSIGN_OR_RETURN(name, sim::DetectTraceFormat(f.trace_path));
-  }
-  if (name.empty()) name = "random";
-  if (name == "result-file") {
-    if (f.trace_path.empty()) return InvalidArgumentError("--dataset-name result-file needs --trace FILE");
-    KV_ASSIGN_OR_RETURN(const nlohmann::json j, ReadJsonFile(f.trace_path));
-    settings.dataset.name = name;
-    settings.dataset.dataset_path = f.trace_path;
-    KV_ASSIGN_OR_RETURN(*resolved, loadgen::ResolveBenchSettings(settings));
-    return sim::WorkloadFromBenchResult(j, static_cast<uint64_t>(settings.seed),
-                                        settings.trace_time_scale, "--trace '" + f.trace_path + "'");
-  }
-  if ((name == "mooncake" || name == "azure") && f.trace_path.empty()) {
-    return InvalidArgumentError("--dataset-name " + name + " needs --trace FILE");
-  }
-  settings.dataset.name = name;
-  settings.dataset.dataset_path = f.trace_path;
-  KV_ASSIGN_OR_RETURN(*resolved, loadgen::ResolveBenchSettings(settings));
-  KV_ASSIGN_OR_RETURN(const std::vector<loadgen::BenchRequest> requests,
-                      loadgen::BuildDataset(resolved->dataset));
-  return sim::WorkloadFromBenchRequests(name, requests, resolved->options.arrivals);
-}
 
 // The prediction: the workload through one replica timed by the cost model (or the two
 // rates), reported as bench serve reports a run.
@@ -90,6 +63,10 @@ int RunServing(SimCommandFlags f) {
     StatusOr<sim::Engine> engine = sim::ResolveEngine(f.engine);
     if (!engine.ok()) return ReportError(engine.status());
     o.deployment = engine->deployment;
+    // Token eviction caps the context a compressed request attends to.
+    if (o.kv_policy.method != KvEvictionMethod::kNone) {
+      o.deployment->kv_budget_tokens = o.kv_policy.budget_tokens;
+    }
     serving.capacity_blocks = engine->capacity_blocks;
     std::fprintf(stderr, "sim: %s\n", engine->Describe().c_str());
   } else {
@@ -97,7 +74,7 @@ int RunServing(SimCommandFlags f) {
                                                            : std::max<int64_t>(1, 10000 * 512 / o.block_tokens);
   }
   loadgen::ResolvedBench resolved;
-  StatusOr<sim::ServingWorkload> workload = BuildServingWorkload(f, &resolved);
+  StatusOr<sim::ServingWorkload> workload = sim::BuildServingWorkload(f.workload, f.dataset_name, f.trace_path, &resolved);
   if (!workload.ok()) return ReportError(workload.status());
   std::fprintf(stderr, "sim: %zu requests (%s), max concurrency %s\n", workload->prompts.size(),
                workload->dataset_name.c_str(),
@@ -174,7 +151,11 @@ int RunFleet(const SimCommandFlags& f, const std::vector<TraceRequest>& full_tra
   return 0;
 }
 
-int RunSimCommand(const SimCommandFlags& f) {
+int RunSimCommand(const SimCommandFlags& flags) {
+  SimCommandFlags f = flags;
+  StatusOr<KvEvictionPolicy> policy = ResolveKvEvictionFlags(f.eviction);
+  if (!policy.ok()) return ReportError(policy.status());
+  f.sim.kv_policy = *policy;
   if (f.serving) return RunServing(f);
   const sim::SimOptions& o = f.sim;
   if (f.trace_path.empty()) {
@@ -226,6 +207,7 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
                   "Engine prefill throughput (prompt and recomputed tokens per second)")
       ->capture_default_str();
   AddSchedulerFlags(cmd, &opts->scheduler);
+  AddKvEvictionFlags(cmd, &flags->eviction);
   cmd->add_option("--max-model-len", opts->max_model_len,
                   "Prompt + output tokens per request (0: the trace's longest; capped to each "
                   "capacity)")

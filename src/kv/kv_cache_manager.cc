@@ -330,6 +330,16 @@ void KvCacheManager::commit(SeqId id, const std::vector<TokenId>& tokens, int64_
   }
 }
 
+bool KvCacheManager::can_compact(SeqId id, int64_t num_kv_tokens) const {
+  const Impl& im = *impl_;
+  const Seq& s = im.seq(id);
+  int64_t returned = 0;  // blocks only this sequence holds
+  for (BlockId b : s.table.block_ids()) returned += im.pool.ref_count(b) == 1;
+  for (BlockId b : s.extra_refs) returned += im.pool.ref_count(b) == 1;
+  const int64_t need = (num_kv_tokens + im.options.block_size - 1) / im.options.block_size;
+  return need <= im.pool.num_available() + returned;
+}
+
 void KvCacheManager::compact(SeqId id, int64_t num_kv_tokens,
                              const std::function<void(const BlockTable& from)>& gather,
                              const std::function<void(const BlockTable& to)>& scatter) {
@@ -338,6 +348,8 @@ void KvCacheManager::compact(SeqId id, int64_t num_kv_tokens,
   KV_CHECK(num_kv_tokens >= 1 && num_kv_tokens <= s.table.num_tokens())
       << "compaction of sequence " << id << " to " << num_kv_tokens << " of "
       << s.table.num_tokens() << " tokens";
+  KV_CHECK(can_compact(id, num_kv_tokens))
+      << "compaction of sequence " << id << " without the blocks for its new table";
   gather(s.table);
   for (auto n = s.path.rbegin(); n != s.path.rend(); ++n) im.tree.unlock(*n);
   im.pool.release_all(s.table.clear());
@@ -346,7 +358,7 @@ void KvCacheManager::compact(SeqId id, int64_t num_kv_tokens,
   s.extra_refs.clear();
   s.detached = true;
   KV_CHECK(allocate_slots(id, num_kv_tokens)) << "compaction of sequence " << id
-                                              << " found fewer blocks than it returned";
+                                              << " found fewer blocks than can_compact said";
   s.table.set_num_tokens(num_kv_tokens);
   scatter(s.table);
 }

@@ -132,16 +132,20 @@ class KvCacheManager {
   // detached sequence (commit_detached).
   void commit(SeqId seq, const std::vector<TokenId>& tokens, int64_t num_computed);
 
+  // True when compact(seq, num_kv_tokens) can allocate its new table: the blocks it needs fit
+  // in the available ones plus those only this sequence holds (which its release makes free or
+  // evictable). Blocks it shares with other running sequences stay theirs, so a sequence that
+  // shares more blocks than it keeps fewer can find the pool short under memory pressure.
+  bool can_compact(SeqId seq, int64_t num_kv_tokens) const;
   // Token eviction: replaces seq's table by a compacted one holding num_kv_tokens tokens
-  // (1 .. the current count). Calls gather(old table) (the caller copies the kept KV out:
-  // KvStorage::GatherHeadSlots), then returns every reference and prefix-cache lock of the
-  // sequence (blocks the prefix cache holds stay cached and reusable by others: one request's
-  // eviction never modifies a shared block), allocates the new table (fewer blocks than it
-  // returned, so this always succeeds; under memory pressure it may evict cached prefix blocks,
-  // the sequence's own included, least recently used first) and calls scatter(new table) (the
-  // caller writes the kept KV: KvStorage::ScatterHeadSlots). Afterwards the sequence is
-  // detached: it inserts nothing more into the prefix cache (its slots no longer spell a token
-  // prefix).
+  // (1 .. the current count; can_compact must hold). Calls gather(old table) (the caller
+  // copies the kept KV out: KvStorage::GatherHeadSlots), then returns every reference and
+  // prefix-cache lock of the sequence (blocks the prefix cache holds stay cached and reusable
+  // by others: one request's eviction never modifies a shared block), allocates the new table
+  // (under memory pressure it may evict cached prefix blocks, the sequence's own included,
+  // least recently used first) and calls scatter(new table) (the caller writes the kept KV:
+  // KvStorage::ScatterHeadSlots). Afterwards the sequence is detached: it inserts nothing more
+  // into the prefix cache (its slots no longer spell a token prefix).
   void compact(SeqId seq, int64_t num_kv_tokens,
                const std::function<void(const BlockTable& from)>& gather,
                const std::function<void(const BlockTable& to)>& scatter);

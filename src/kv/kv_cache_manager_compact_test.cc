@@ -1,5 +1,6 @@
 // KvCacheManager::compact (token eviction): shared prefix blocks are never written, the
-// compaction always fits (it returns more blocks than it takes), and every block comes back.
+// compaction fits unless the blocks it shares with other running sequences leave the pool
+// short (can_compact says so beforehand), and every block comes back.
 #include <string>
 #include <vector>
 
@@ -96,6 +97,29 @@ TEST(KvCacheManagerCompactTest, WithoutPrefixCachingBlocksAreReused) {
   kv.free(1);
   kv.check_invariants();
   EXPECT_EQ(kv.stats().blocks_free, 4);
+}
+
+TEST(KvCacheManagerCompactTest, BlocksSharedWithRunningSequencesCanLeaveThePoolShort) {
+  // Sequences 1 and 2 share a 3-block prefix; with their own last blocks the 5-block pool is
+  // full. Compacting 1 to 6 tokens needs 2 blocks, but only its own last block comes back
+  // (the prefix stays 2's): can_compact is false, and true again once 2 is gone.
+  KvCacheManager kv({.num_blocks = 5, .block_size = 4});
+  const auto shared = Range(1, 12);
+  auto a = shared, b = shared;
+  for (TokenId t : {100, 101, 102}) a.push_back(t);
+  for (TokenId t : {200, 201, 202}) b.push_back(t);
+  Admit(kv, 1, a);
+  Admit(kv, 2, b);
+  EXPECT_EQ(kv.stats().blocks_free + kv.stats().blocks_cached, 0);
+  EXPECT_TRUE(kv.can_compact(1, 4));   // one block: its own comes back
+  EXPECT_FALSE(kv.can_compact(1, 6));  // two blocks: one short
+  kv.free(2);
+  EXPECT_TRUE(kv.can_compact(1, 6));
+  kv.compact(1, 6, [](const BlockTable&) {}, [](const BlockTable&) {});
+  kv.check_invariants();
+  kv.free(1);
+  kv.check_invariants();
+  EXPECT_EQ(kv.stats().blocks_in_use, 0);
 }
 
 }  // namespace

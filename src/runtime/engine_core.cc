@@ -136,6 +136,10 @@ void EngineCore::compact_due_sequences(const SchedulerOutput& out) {
             ? std::vector<float>()
             : tracker.packed(s.id, r->num_kv_slots());
     KvCompaction c = CompactSequenceKv(*r, mass, kv_.get(), kv_cache_->storage.get(), model_);
+    if (!c.compacted) {  // the pool is short: recompute it later
+      scheduler_->preempt_running(s.id);
+      continue;
+    }
     tracker.compacted(*r, c.kept, c.layout);
     if (options_.on_compaction) options_.on_compaction(s.id, c);
     scheduler_->record_compaction(s.id, c.num_kv_slots, std::move(c.layer_key_begin),

@@ -122,6 +122,41 @@ TEST(EngineEvictionTest, PrefixCacheStaysReusableAndInt8Works) {
   core->check_invariants();
 }
 
+TEST(EngineEvictionTest, ACompactionThePoolCannotHoldPreemptsInsteadOfCrashing) {
+  // Two streaming requests (budget 16, 4-token blocks) share their first 16 prompt tokens.
+  // In a 7-block pool the 4 shared blocks and each one's own block leave one free; when the
+  // first reaches 20 slots its compaction needs 4 blocks but only its own comes back (the
+  // prefix is the other's too): it is preempted, recomputed later, and its output is what it
+  // is alone.
+  RequestInput a = Streaming(18, 8, 16), b = Streaming(18, 8, 16);
+  b.prompt_ids[16] = 60;
+  b.prompt_ids[17] = 61;
+  std::vector<TokenId> alone;
+  {
+    PagedKvCache big = MakeCache(64, 64);
+    auto core = MakeCore(&big, 64);
+    alone = RunOne(*core, a).tokens;
+  }
+  PagedKvCache cache = MakeCache(7, 28);
+  auto core = MakeCore(&cache, 64);
+  ASSERT_TRUE(core->add_request(1, a).ok());
+  ASSERT_TRUE(core->add_request(2, b).ok());
+  std::vector<TokenId> tokens_a, tokens_b;
+  for (int steps = 0; core->has_unfinished() && steps < 1000; ++steps) {
+    for (RequestOutput& o : core->step().outputs) {
+      auto& t = o.id == 1 ? tokens_a : tokens_b;
+      t.insert(t.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+    }
+    core->check_invariants();
+  }
+  EXPECT_FALSE(core->has_unfinished());
+  EXPECT_EQ(tokens_a.size(), 8u);
+  EXPECT_EQ(tokens_b.size(), 8u);
+  EXPECT_EQ(tokens_a, alone);
+  EXPECT_GE(core->scheduler().stats().num_preemptions_total, 1);
+  EXPECT_EQ(core->kv_manager().stats().blocks_in_use, 0);
+}
+
 TEST(EngineEvictionTest, InvalidPoliciesAreRefusedNamingTheField) {
   PagedKvCache cache = MakeCache(64, 32);
   auto core = MakeCore(&cache, 64);

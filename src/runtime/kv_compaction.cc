@@ -17,6 +17,8 @@ KvCompaction CompactSequenceKv(const Request& r, std::span<const float> attentio
   result.layout = CompactionLayout(result.kept);
   const KvKeptTokens& kept = result.kept;
   const KvCompactionLayout& layout = result.layout;
+  if (!kv->can_compact(r.id(), layout.num_slots)) return result;
+  result.compacted = true;
   const bool streaming = policy.method == KvEvictionMethod::kStreaming;
   // Per layer and KV head, the old slots of the kept positions, then their new slots.
   std::vector<std::vector<std::vector<int64_t>>> slots(

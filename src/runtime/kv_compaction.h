@@ -15,6 +15,9 @@ namespace kvserve {
 
 // What a compaction did (for Scheduler::record_compaction). Plain value type.
 struct KvCompaction {
+  // False: the pool cannot hold the compacted table now (KvCacheManager::can_compact), nothing
+  // changed, and the caller preempts the request (Scheduler::preempt_running).
+  bool compacted = false;
   int64_t num_kv_slots = 0;              // the compacted table's tokens
   std::vector<int64_t> layer_key_begin;  // CompactionLayout's, per layer
   int64_t num_evicted_tokens = 0;        // slots before minus kept, mean over layers and heads
@@ -26,7 +29,8 @@ struct KvCompaction {
 // num_kv_slots() slots with `attention_mass` ([layers, kv_heads, num_kv_slots]; empty for
 // streaming), KvCacheManager::compact, KvStorage::MoveHeadSlots per layer, and for streaming
 // LlamaModel::ShiftStoredKeys so that every kept key has its new slot as its position.
-// Always succeeds (a compaction returns more blocks than it takes). Engine thread only.
+// Fails (compacted false, nothing moved) only when the new table's blocks are not available:
+// blocks shared with other running sequences stay theirs. Engine thread only.
 KvCompaction CompactSequenceKv(const Request& r, std::span<const float> attention_mass,
                               KvCacheManager* kv, KvStorage* storage, LlamaModel* model);
 

@@ -213,6 +213,8 @@ SchedulerOutput Scheduler::schedule() {
   out.step_id = ++step_id_;
   out.finished_ids = std::move(finished_since_schedule_);
   finished_since_schedule_.clear();
+  out.preempted_ids = std::move(preempted_since_schedule_);
+  preempted_since_schedule_.clear();
   int64_t budget_tokens = config_.max_num_batched_tokens;
 
   // 1. Running requests: decodes first, then prefill chunks, each in admission order.
@@ -411,6 +413,20 @@ void Scheduler::record_compaction(SeqId id, int64_t num_kv_slots,
   Request* r = it->second.get();
   KV_CHECK_EQ(kv_->block_table(id).num_tokens(), num_kv_slots) << "request " << id;
   r->compacted(num_kv_slots, std::move(layer_key_begin), num_evicted_tokens);
+}
+
+void Scheduler::preempt_running(SeqId id) {
+  KV_CHECK(!step_in_flight_) << "preemption of request " << id << " during a step";
+  auto it = requests_.find(id);
+  KV_CHECK(it != requests_.end()) << "preemption of unknown request " << id;
+  Request* r = it->second.get();
+  KV_CHECK(r->status() == RequestStatus::kRunning) << "request " << id;
+  kv_->free(id);
+  running_.erase(std::find(running_.begin(), running_.end(), r));
+  r->preempt();
+  ++num_preemptions_total_;
+  preempted_since_schedule_.push_back(id);
+  insert_waiting(r);
 }
 
 bool Scheduler::finish_request(SeqId id, FinishReason reason) {

@@ -202,6 +202,11 @@ class Scheduler {
   // Returns one RequestOutput per request that sampled (finished ones included).
   std::vector<RequestOutput> update(const SchedulerOutput& output, const ModelOutput& model);
 
+  // Token eviction that cannot get the blocks for the compacted table
+  // (KvCacheManager::can_compact false), between update() and the next schedule(): running
+  // request `id` is preempted by recompute (its blocks return; it waits to be recomputed and
+  // compressed again), and the next schedule() lists it in preempted_ids.
+  void preempt_running(SeqId id);
   // Token eviction, between update() and the next schedule() (EngineCore's compaction): the
   // running request's table was compacted (KvCacheManager::compact) to num_kv_slots slots.
   void record_compaction(SeqId id, int64_t num_kv_slots, std::vector<int64_t> layer_key_begin,
@@ -247,6 +252,7 @@ class Scheduler {
   std::deque<Request*> waiting_;   // sorted: front runs next
   std::vector<Request*> running_;  // admission order
   std::vector<SeqId> finished_since_schedule_;
+  std::vector<SeqId> preempted_since_schedule_;  // preempt_running's, for the next output
   int64_t next_arrival_seq_ = 0;
   int64_t step_id_ = 0;
   bool step_in_flight_ = false;    // schedule() returned seqs that update() has not seen

@@ -133,6 +133,7 @@ bool ReplicaSim::Add(size_t i) {
   }
   input.max_tokens = std::max<int64_t>(1, r.output_tokens);
   input.ignore_eos = true;
+  input.kv_policy = o_.kv_policy;
   if (o_.tenants > 1) input.cache_salt = std::to_string(i % static_cast<size_t>(o_.tenants));
   const bool clipped = r.input_tokens + input.max_tokens > sched_->config().max_model_len;
   if (!sched_->add_request(static_cast<SeqId>(i), std::move(input)).ok()) {
@@ -211,9 +212,31 @@ Status ReplicaSim::Step() {
     finished_.push_back(result.id);
     if (record_timeline_) finish_s_[static_cast<size_t>(result.id)] = now_s_;
   }
+  if (o_.kv_policy.method != KvEvictionMethod::kNone) CompactDueSequences(out);
   if (record_timeline_) blocks_in_use_.emplace_back(now_s_, kv_->stats().blocks_in_use);
   if (o_.check_invariants) sched_->check_invariants();
   return OkStatus();
+}
+
+void ReplicaSim::CompactDueSequences(const SchedulerOutput& out) {
+  const KvEvictionPolicy& policy = o_.kv_policy;
+  const int64_t num_layers = o_.deployment ? o_.deployment->kv.num_layers : 1;
+  for (const ScheduledSeq& s : out.seqs) {
+    const Request* r = sched_->request(s.id);
+    if (r == nullptr || r->status() != RequestStatus::kRunning) continue;
+    if (!CompactionDue(policy, r->eviction_progress(), o_.block_tokens)) continue;
+    // Every layer and head keeps min(budget, slots) (SelectKeptTokens' count); no KV to move.
+    const int64_t slots = r->num_kv_slots();
+    const int64_t kept = std::min(policy.budget_tokens, slots);
+    if (!kv_->can_compact(s.id, kept)) {  // as EngineCore: the pool is short, recompute later
+      sched_->preempt_running(s.id);
+      continue;
+    }
+    kv_->compact(s.id, kept, [](const BlockTable&) {}, [](const BlockTable&) {});
+    sched_->record_compaction(s.id, kept, std::vector<int64_t>(static_cast<size_t>(num_layers), 0),
+                              slots - kept);
+    ++row_.num_compactions;
+  }
 }
 
 SimRow ReplicaSim::Finish() {

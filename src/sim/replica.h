@@ -71,6 +71,8 @@ class ReplicaSim {
   SimRow row_;
   // The step's duration: the cost model's (options.deployment), else the two rates.
   double StepSeconds(const SchedulerOutput& out, int64_t prefill_tokens);
+  // options.kv_policy: compacts the step's sequences whose compaction point came.
+  void CompactDueSequences(const SchedulerOutput& out);
 
   const std::vector<std::vector<TokenId>>* prompts_ = nullptr;
   bool record_timeline_ = false;

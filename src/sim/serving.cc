@@ -119,6 +119,36 @@ StatusOr<ServingWorkload> WorkloadFromBenchResult(const json& j, uint64_t seed, 
   return w;
 }
 
+StatusOr<ServingWorkload> BuildServingWorkload(loadgen::BenchSettings settings,
+                                               std::string name, const std::string& trace_path,
+                                               loadgen::ResolvedBench* resolved) {
+  if (!trace_path.empty() && name.empty()) {
+    KV_ASSIGN_OR_RETURN(name, DetectTraceFormat(trace_path));
+  }
+  if (name.empty()) name = "random";
+  if (name == "result-file") {
+    if (trace_path.empty()) return InvalidArgumentError("--dataset-name result-file needs --trace FILE");
+    std::ifstream in(trace_path, std::ios::binary);
+    if (!in) return NotFoundError("--trace: cannot open '" + trace_path + "'");
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return InvalidArgumentError("--trace '" + trace_path + "' is not valid JSON");
+    settings.dataset.name = name;
+    settings.dataset.dataset_path = trace_path;
+    KV_ASSIGN_OR_RETURN(*resolved, loadgen::ResolveBenchSettings(settings));
+    return WorkloadFromBenchResult(j, static_cast<uint64_t>(settings.seed),
+                                   settings.trace_time_scale, "--trace '" + trace_path + "'");
+  }
+  if ((name == "mooncake" || name == "azure") && trace_path.empty()) {
+    return InvalidArgumentError("--dataset-name " + name + " needs --trace FILE");
+  }
+  settings.dataset.name = name;
+  settings.dataset.dataset_path = trace_path;
+  KV_ASSIGN_OR_RETURN(*resolved, loadgen::ResolveBenchSettings(settings));
+  KV_ASSIGN_OR_RETURN(const std::vector<loadgen::BenchRequest> requests,
+                      loadgen::BuildDataset(resolved->dataset));
+  return WorkloadFromBenchRequests(name, requests, resolved->options.arrivals);
+}
+
 StatusOr<std::string> DetectTraceFormat(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFoundError("--trace: cannot open '" + path + "'");

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "loadgen/bench_settings.h"
 #include "loadgen/dataset.h"
 #include "loadgen/metrics.h"
 #include "sim/sim.h"
@@ -53,6 +54,14 @@ StatusOr<ServingWorkload> WorkloadFromBenchResult(const nlohmann::json& result, 
 // What a trace file holds, from its first bytes: "result-file" (a JSON object), "mooncake"
 // (JSON lines), "azure" (a CSV header). InvalidArgument when it is none of these.
 StatusOr<std::string> DetectTraceFormat(const std::string& path);
+
+// The workload of a prediction as bench serve would send it under `settings`: its dataset
+// `dataset_name` ("" : the format of `trace_path` (DetectTraceFormat), else random), or the
+// trace or result file at `trace_path`. `resolved`: the settings as bench serve resolves them.
+StatusOr<ServingWorkload> BuildServingWorkload(loadgen::BenchSettings settings,
+                                               std::string dataset_name,
+                                               const std::string& trace_path,
+                                               loadgen::ResolvedBench* resolved);
 
 struct ServingOptions {
   int64_t capacity_blocks = 0;  // the KV cache's blocks

@@ -66,6 +66,28 @@ TEST(Serving, OneRequestTimedByHand) {
   EXPECT_EQ(s.total_output_tokens, 5);
 }
 
+TEST(Serving, TokenEvictionCompactsAndHoldsFewerBlocks) {
+  // Four 400-token prompts with 200 outputs each, all at once: without eviction each ends
+  // holding 600 tokens (38 blocks); StreamingLLM at a 128-token budget compacts each
+  // whenever it reaches 128 + 16 slots, so none ever holds more than 9 blocks.
+  const ServingWorkload w = Workload({400, 400, 400, 400}, {200, 200, 200, 200}, {0, 0, 0, 0});
+  SimOptions o = Rates(100, 10000);
+  StatusOr<ServingResult> full = SimulateServing(w, o, {.capacity_blocks = 1000});
+  ASSERT_TRUE(full.ok()) << full.status().message();
+  o.kv_policy.method = KvEvictionMethod::kStreaming;
+  o.kv_policy.budget_tokens = 128;
+  StatusOr<ServingResult> evicted = SimulateServing(w, o, {.capacity_blocks = 1000});
+  ASSERT_TRUE(evicted.ok()) << evicted.status().message();
+  EXPECT_EQ(full->row.num_compactions, 0);
+  EXPECT_GT(evicted->row.num_compactions, 4 * 200 / 16);  // in prefill and every 16 decodes
+  EXPECT_EQ(full->row.peak_blocks_in_use, 4 * 38);
+  EXPECT_LE(evicted->row.peak_blocks_in_use, 4 * 9);
+  // The same tokens come out (compaction changes memory, not the work scheduled).
+  EXPECT_EQ(loadgen::Summarize(evicted->bench).total_output_tokens, 800);
+  o.kv_policy.method = KvEvictionMethod::kPyramidKv;
+  EXPECT_FALSE(SimulateServing(w, o, {.capacity_blocks = 1000}).ok());
+}
+
 TEST(Serving, ConcurrencyGateSendsWhenARequestFinishes) {
   const ServingWorkload w = Workload({10, 10, 10}, {2, 2, 2}, {0, 0, 0});
   StatusOr<ServingResult> r =

@@ -67,6 +67,13 @@ Status ValidateSimOptions(const SimOptions& o) {
   if (o.max_model_len < 0 || o.max_model_len == 1) {
     return InvalidArgumentError("--max-model-len must be 0 (from the trace) or at least 2");
   }
+  if (o.kv_policy.method != KvEvictionMethod::kNone) {
+    KV_RETURN_IF_ERROR(o.kv_policy.Validate());
+    if (o.kv_policy.method == KvEvictionMethod::kPyramidKv) {
+      return InvalidArgumentError("sim: --kv-eviction pyramidkv is not simulated (its layers keep "
+                                  "different counts); streaming, h2o and snapkv are");
+    }
+  }
   if (o.max_requests < 0) return InvalidArgumentError("--max-requests must be >= 0");
   if (o.tenants < 1) return InvalidArgumentError("--tenants must be at least 1");
   if (o.threads < 0) return InvalidArgumentError("--threads must be >= 0");

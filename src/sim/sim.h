@@ -39,6 +39,7 @@
 #include "base/status.h"
 #include "cost/step_time.h"
 #include "kv/kv_cache_manager.h"
+#include "kv/token_eviction.h"
 #include "runtime/engine_policy.h"
 #include "trace/trace.h"
 
@@ -69,6 +70,11 @@ struct SimOptions {
   SchedulerFlags scheduler{.max_num_batched_tokens = 8192};
   // 0: the largest prompt + max(1, output) of the trace. Capped to each capacity in tokens.
   int64_t max_model_len = 0;
+  // Token eviction for every request (serve's --kv-eviction / --kv-budget flags): the
+  // scheduler's compaction points, and at each one the table compacted to the kept slots (as
+  // EngineCore does; which tokens are kept does not change the timing). streaming, h2o and
+  // snapkv (every layer keeps the same count); not pyramidkv.
+  KvEvictionPolicy kv_policy;
   int64_t max_requests = 0;  // replay only the first N requests (0: all)
   int64_t tenants = 1;       // cache salts given round robin (request i: salt i % tenants)
   int threads = 0;                // capacities replayed in parallel (0: one per core)
@@ -97,6 +103,7 @@ struct SimRow {
   int64_t readmit_queries_tokens = 0;
   int64_t readmit_hits_tokens = 0;
   int64_t num_steps = 0;               // schedule() calls that scheduled something
+  int64_t num_compactions = 0;         // token eviction's (options.kv_policy)
   int64_t num_prefill_tokens = 0;      // tokens computed in prefill (recompute included)
   int64_t num_decode_tokens = 0;
   // Simulated seconds: queueing delay (arrival to the start of the step that first scheduled
