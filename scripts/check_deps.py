@@ -29,6 +29,7 @@ ALLOWED = {
     "plan": {"cost", "model", "kv", "tokenizer", "tensor", "base"},
     "profile": {"runtime", "plan", "cost", "model", "kernels", "kv", "tensor", "base"},
     "chat": {"model", "tokenizer", "base"},
+    "promptlint": {"chat", "kv", "tokenizer", "base"},
     "toolcall": {"base"},
     "grammar": {"base"},
     "semcache": {"kernels", "base"},
@@ -38,7 +39,7 @@ ALLOWED = {
     "server": {"http", "runtime", "kvtier", "grammar", "toolcall", "semcache", "kvevents", "model", "kv", "sampling", "tokenizer",
                "tensor", "base"},
     "loadgen": {"trace", "base"},
-    "cli": {"server", "http", "chat", "toolcall", "grammar", "semcache", "kvevents", "kvtier", "loadgen", "eval", "sim", "trace", "plan", "profile", "cost", "runtime", "model", "kv",
+    "cli": {"server", "http", "chat", "toolcall", "grammar", "semcache", "kvevents", "kvtier", "loadgen", "eval", "sim", "promptlint", "trace", "plan", "profile", "cost", "runtime", "model", "kv",
             "sampling", "tokenizer", "kernels", "tensor", "base"},
 }
 

@@ -96,6 +96,7 @@ void AddAllCommands(CLI::App& app, int* exit_code) {
   AddPlanCommand(app, exit_code);
   AddEvalCommand(app, exit_code);
   AddSimCommand(app, exit_code);
+  AddPromptLintCommand(app, exit_code);
   AddProfileCommand(app, exit_code);
   AddTemplateCommand(app, exit_code);
   AddBenchCommand(app, exit_code);

@@ -18,6 +18,8 @@ void AddEvalCommand(CLI::App& app, int* exit_code);
 void AddTemplateCommand(CLI::App& app, int* exit_code);
 // `kvserve sim` (cli/sim_cmd.cc): trace replay through the scheduler and prefix cache.
 void AddSimCommand(CLI::App& app, int* exit_code);
+// `kvserve prompt-lint` (cli/prompt_lint_cmd.cc): prompt spans that defeat the prefix cache.
+void AddPromptLintCommand(CLI::App& app, int* exit_code);
 // `kvserve profile` (cli/profile_cmd.cc): measures this machine for the cost model.
 void AddProfileCommand(CLI::App& app, int* exit_code);
 // `kvserve bench serve` (cli/bench_serve.cc): load generator for OpenAI-compatible servers.

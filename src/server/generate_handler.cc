@@ -51,6 +51,7 @@ struct OpenAiServer::Generation {
     int64_t num_cached_tokens = 0;
     int64_t num_cached_tokens_by_tier[kNumKvTiers] = {};
     int64_t num_kv_tokens_evicted = 0;
+    bool divergence_observed = false;  // prompt_divergence_tokens observed at admission
     KvEvictionMethod kv_eviction = KvEvictionMethod::kNone;
     FinishReason finish = FinishReason::kNone;
     std::string error;
@@ -82,6 +83,7 @@ struct OpenAiServer::Generation {
   int64_t created = 0;
   std::string model;
   openai::GenerationParams params;
+  std::string namespace_label;  // PromptNamespaceLabel(params.cache_salt)
   // Completions with echo: each prompt's text (the response text starts with it) and first
   // token (listed without a logprob).
   bool echo = false;
@@ -150,6 +152,12 @@ struct OpenAiServer::Generation {
       }
     }
     c.num_tokens += static_cast<int64_t>(ev.token_ids.size());
+    if (!c.divergence_observed && ev.first_scheduled_time != EngineClock::time_point{}) {
+      // Its first admission's cached prefix: where the prompt left what the cache held.
+      c.divergence_observed = true;
+      m.prompt_divergence_tokens.observe(namespace_label,
+                                         static_cast<double>(ev.num_cached_prompt_tokens));
+    }
     if (ev.num_cached_prompt_tokens >= c.num_cached_tokens) {
       c.num_cached_tokens = ev.num_cached_prompt_tokens;
       std::copy_n(ev.num_cached_prompt_tokens_by_tier, kNumKvTiers, c.num_cached_tokens_by_tier);
@@ -553,6 +561,7 @@ StatusOr<std::shared_ptr<OpenAiServer::Generation>> OpenAiServer::submit_generat
   gen->created = openai::UnixNow();
   gen->model = options_.served_model_name;
   gen->params = request.params();
+  gen->namespace_label = PromptNamespaceLabel(gen->params.cache_salt);
   gen->echo = !request.chat && request.completion.echo;
   gen->echo_texts = inputs.echo_texts;
   for (const EngineInputs::Choice& in : inputs.choices) {

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "base/check.h"
+#include "kv/radix_cache.h"
 
 namespace kvserve {
 namespace {
@@ -97,17 +98,69 @@ int64_t Histogram::count() const {
   return count_;
 }
 
-void Histogram::write(PrometheusWriter* w, const std::string& name) const {
+void Histogram::write(PrometheusWriter* w, const std::string& name,
+                      const MetricLabels& labels) const {
   std::lock_guard<std::mutex> lock(mu_);
+  auto with_le = [&](std::string le) {
+    MetricLabels l = labels;
+    l.emplace_back("le", std::move(le));
+    return l;
+  };
   int64_t cumulative = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cumulative += counts_[i];
-    w->sample(name + "_bucket", static_cast<double>(cumulative), {{"le", FormatValue(bounds_[i])}});
+    w->sample(name + "_bucket", static_cast<double>(cumulative), with_le(FormatValue(bounds_[i])));
   }
   cumulative += counts_.back();
-  w->sample(name + "_bucket", static_cast<double>(cumulative), {{"le", "+Inf"}});
-  w->sample(name + "_sum", sum_);
-  w->sample(name + "_count", static_cast<double>(count_));
+  w->sample(name + "_bucket", static_cast<double>(cumulative), with_le("+Inf"));
+  w->sample(name + "_sum", sum_, labels);
+  w->sample(name + "_count", static_cast<double>(count_), labels);
+}
+
+LabeledHistogram::LabeledHistogram(std::string label_name, std::vector<double> upper_bounds,
+                                   int64_t max_values)
+    : label_name_(std::move(label_name)), bounds_(std::move(upper_bounds)), max_values_(max_values) {
+  KV_CHECK(max_values_ >= 1);
+}
+
+void LabeledHistogram::observe(const std::string& label_value, double value) {
+  Histogram* h = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_value_.find(label_value);
+    if (it == by_value_.end()) {
+      // Values beyond the bound (not counting "other" itself) fold into "other".
+      const int64_t distinct = static_cast<int64_t>(by_value_.size()) -
+                               (by_value_.count(kOtherValue) > 0 ? 1 : 0);
+      const std::string& key = distinct < max_values_ ? label_value : std::string(kOtherValue);
+      it = by_value_.find(key);
+      if (it == by_value_.end()) {
+        it = by_value_.emplace(key, std::make_unique<Histogram>(bounds_)).first;
+      }
+    }
+    h = it->second.get();
+  }
+  h->observe(value);  // histograms are never removed
+}
+
+void LabeledHistogram::write(PrometheusWriter* w, const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [value, h] : by_value_) h->write(w, name, {{label_name_, value}});
+}
+
+std::map<std::string, int64_t> LabeledHistogram::counts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, int64_t> out;
+  for (const auto& [value, h] : by_value_) out[value] = h->count();
+  return out;
+}
+
+std::string PromptNamespaceLabel(const std::string& cache_salt) {
+  if (cache_salt.empty()) return "default";
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%08llx",
+                static_cast<unsigned long long>(NamespaceKey(cache_salt) >> 32));
+  return std::string("salt-") + buf;
 }
 
 void RecentHitRate::record(int64_t prompt_tokens, int64_t cached_tokens) {
@@ -145,6 +198,10 @@ std::vector<double> RequestBuckets() {
 std::vector<double> TokenBuckets() {
   return {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000};
 }
+// Divergence points: multiples of the usual block sizes; 0 is "nothing cached".
+std::vector<double> DivergenceBuckets() {
+  return {0, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072};
+}
 }  // namespace
 
 ServerMetrics::ServerMetrics()
@@ -156,6 +213,7 @@ ServerMetrics::ServerMetrics()
       request_generation_tokens(TokenBuckets()),
       request_kv_kept_fraction({0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9,
                                 0.95, 1.0}),
+      prompt_divergence_tokens("namespace", DivergenceBuckets(), /*max_values=*/64),
       cache_hit_similarity({0.5, 0.7, 0.8, 0.85, 0.9, 0.92, 0.94, 0.95, 0.96, 0.97, 0.98, 0.99, 1.0}),
       cache_miss_similarity({0.5, 0.7, 0.8, 0.85, 0.9, 0.92, 0.94, 0.95, 0.96, 0.97, 0.98, 0.99,
                              1.0}) {}

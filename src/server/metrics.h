@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -42,8 +43,9 @@ class Histogram {
  public:
   explicit Histogram(std::vector<double> upper_bounds);
   void observe(double value);
-  // Writes the family's _bucket (with le="+Inf"), _sum and _count samples.
-  void write(PrometheusWriter* w, const std::string& name) const;
+  // Writes the family's _bucket (with le="+Inf"), _sum and _count samples, each with `labels`
+  // (before le).
+  void write(PrometheusWriter* w, const std::string& name, const MetricLabels& labels = {}) const;
   int64_t count() const;
 
  private:
@@ -53,6 +55,33 @@ class Histogram {
   double sum_ = 0.0;
   int64_t count_ = 0;
 };
+
+// One histogram per value of a label, with at most `max_values` distinct values: observations
+// with further values go to the value "other", so the series a scrape returns stay bounded
+// whatever clients send. Thread-safe.
+class LabeledHistogram {
+ public:
+  LabeledHistogram(std::string label_name, std::vector<double> upper_bounds, int64_t max_values);
+  void observe(const std::string& label_value, double value);
+  // Writes every value's _bucket, _sum and _count samples (values in sorted order).
+  void write(PrometheusWriter* w, const std::string& name) const;
+  // Observations per label value ("other" included once used).
+  std::map<std::string, int64_t> counts() const;
+
+  static constexpr const char* kOtherValue = "other";
+
+ private:
+  const std::string label_name_;
+  const std::vector<double> bounds_;
+  const int64_t max_values_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::unique_ptr<Histogram>> by_value_;
+};
+
+// The `namespace` label of a request's prefix-cache namespace: "default" without a
+// cache_salt, else "salt-" and 8 hex digits of a hash of the salt (the salt itself is a
+// tenant's secret and never appears on /metrics).
+std::string PromptNamespaceLabel(const std::string& cache_salt);
 
 // Prefix-cache hit rate over the most recent `window_requests` requests (prompt tokens served
 // from the cache over prompt tokens), so that the number stays meaningful when the server is
@@ -94,6 +123,10 @@ struct ServerMetrics {
   Histogram request_prompt_tokens;
   Histogram request_generation_tokens;
   Histogram request_kv_kept_fraction;  // per finished request with token eviction
+  // Per engine request at its first admission, by namespace (PromptNamespaceLabel): the
+  // prompt tokens its best cached match covered, i.e. where the prompt first diverges from
+  // what the prefix cache holds (whole blocks; never the last prompt token).
+  LabeledHistogram prompt_divergence_tokens;
   RecentHitRate recent_hit_rate{1000};
 
   // Response cache (tier 1). A lookup's result: "miss", "exact" or "semantic"; `vetoed`: a

@@ -1,6 +1,7 @@
 // OpenAiServer over HTTP on 127.0.0.1: API keys, /v1/models, /tokenize, /detokenize,
 // /health, a client that disconnects mid-stream, a full queue (503), /metrics (checked by
-// promtool when installed), bursts of connections, and Shutdown() draining in-flight requests.
+// promtool when installed; the prompt-divergence histogram per namespace and its bounded label
+// set), bursts of connections, and Shutdown() draining in-flight requests.
 #include "server/server_test_fixture.h"
 
 namespace kvserve {
@@ -209,7 +210,8 @@ TEST_F(ServerTest, MetricsExplainTheCacheAndPassPromtool) {
         "kvserve:time_to_first_token_seconds_bucket{le=\"+Inf\"} 2",
         "kvserve:inter_token_latency_seconds_count 6", "kvserve:e2e_request_latency_seconds_count 2",
         "kvserve:request_queue_time_seconds_count 2", "kvserve:kv_cache_scale_info{",
-        "kvserve:kv_cache_clipped_values_total 0", "kvserve:http_errors_total{status=\"400\"} 1"}) {
+        "kvserve:kv_cache_clipped_values_total 0", "kvserve:http_errors_total{status=\"400\"} 1",
+        "kvserve:prompt_divergence_tokens_count{namespace=\"default\"} 2"}) {
     EXPECT_NE(text.find(name), std::string::npos) << name << "\n" << text;
   }
   // promtool (Debian package `prometheus`) validates the exposition format. Exit status 3
@@ -242,6 +244,56 @@ TEST_F(ServerTest, MetricsExplainTheCacheAndPassPromtool) {
     pos = end + 1;
   }
   EXPECT_GT(num_lines, 0);  // proves promtool read the document
+}
+
+TEST_F(ServerTest, PromptDivergenceIsCountedPerNamespaceAtAdmission) {
+  Start();
+  // The same 50-token prompt twice (the second diverges from the cache at 48 tokens: three
+  // 16-token blocks, never the last token), then under a cache salt (nothing cached there).
+  Json body = {{"prompt", Prompt(50)}, {"max_tokens", 2}, {"ignore_eos", true}};
+  ASSERT_EQ(Post("/v1/completions", body)->status, 200);
+  ASSERT_EQ(Post("/v1/completions", body)->status, 200);
+  body["cache_salt"] = "tenant-a";
+  ASSERT_EQ(Post("/v1/completions", body)->status, 200);
+  WaitUntilIdle();
+  const std::string text = client_->Get("/metrics")->body;
+  const std::string salt = PromptNamespaceLabel("tenant-a");
+  EXPECT_EQ(salt.rfind("salt-", 0), 0u);
+  EXPECT_EQ(salt.size(), 13u);
+  EXPECT_EQ(text.find("tenant-a"), std::string::npos);  // the salt itself is never shown
+  for (const std::string& line :
+       {std::string("# TYPE kvserve:prompt_divergence_tokens histogram"),
+        std::string("kvserve:prompt_divergence_tokens_bucket{namespace=\"default\",le=\"0\"} 1\n"),
+        std::string("kvserve:prompt_divergence_tokens_bucket{namespace=\"default\",le=\"32\"} 1\n"),
+        std::string("kvserve:prompt_divergence_tokens_bucket{namespace=\"default\",le=\"64\"} 2\n"),
+        std::string("kvserve:prompt_divergence_tokens_bucket{namespace=\"default\",le=\"+Inf\"} 2\n"),
+        std::string("kvserve:prompt_divergence_tokens_sum{namespace=\"default\"} 48\n"),
+        std::string("kvserve:prompt_divergence_tokens_count{namespace=\"default\"} 2\n"),
+        "kvserve:prompt_divergence_tokens_bucket{namespace=\"" + salt + "\",le=\"0\"} 1\n",
+        "kvserve:prompt_divergence_tokens_count{namespace=\"" + salt + "\"} 1\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
+}
+
+TEST(LabeledHistogramTest, DistinctValuesAreBoundedAndTheRestFoldIntoOther) {
+  LabeledHistogram h("namespace", {0, 16}, /*max_values=*/2);
+  h.observe("a", 0);
+  h.observe("b", 16);
+  h.observe("c", 32);  // a third value: "other"
+  h.observe("d", 0);
+  h.observe("a", 16);
+  const std::map<std::string, int64_t> counts = h.counts();
+  EXPECT_EQ(counts, (std::map<std::string, int64_t>{{"a", 2}, {"b", 1}, {"other", 2}}));
+  PrometheusWriter w("kvserve:");
+  w.family("x", "histogram", "help");
+  h.write(&w, "x");
+  EXPECT_NE(w.text().find("kvserve:x_bucket{namespace=\"other\",le=\"0\"} 1\n"), std::string::npos)
+      << w.text();
+  EXPECT_NE(w.text().find("kvserve:x_bucket{namespace=\"other\",le=\"+Inf\"} 2\n"), std::string::npos);
+  EXPECT_NE(w.text().find("kvserve:x_sum{namespace=\"a\"} 16\n"), std::string::npos);
+  EXPECT_EQ(PromptNamespaceLabel(""), "default");
+  EXPECT_EQ(PromptNamespaceLabel("t"), PromptNamespaceLabel("t"));
+  EXPECT_NE(PromptNamespaceLabel("t"), PromptNamespaceLabel("u"));
 }
 
 TEST_F(ServerTest, BurstOfConnectionsIsServedAndPortInUseIsAnError) {

@@ -251,6 +251,13 @@ std::string OpenAiServer::RenderMetrics() const {
   metrics_.request_prompt_tokens.write(&w, "request_prompt_tokens");
   w.family("request_generation_tokens", "histogram", "Generated tokens per finished request.");
   metrics_.request_generation_tokens.write(&w, "request_generation_tokens");
+  w.family("prompt_divergence_tokens", "histogram",
+           "Per request at admission, by prefix-cache namespace (default, or salt- and a hash of "
+           "the cache_salt; at most 64, then other): the prompt tokens its best cached match "
+           "covered, i.e. where the prompt first diverges from what the cache holds (whole "
+           "blocks). Many requests low here while they share content later: run kvserve "
+           "prompt-lint on them.");
+  metrics_.prompt_divergence_tokens.write(&w, "prompt_divergence_tokens");
 
   w.family("kv_tokens_evicted_total", "counter",
            "Tokens whose KV token eviction dropped (mean over layers and KV heads), by method.");
