@@ -9,7 +9,8 @@
 # Models: synthetic Q8_0 GGUFs (`kvserve mkmodel`, random weights, seed 0) in the shapes of
 # smollm2-135m and llama-3.2-1b. Workloads:
 #   random         Poisson arrivals at a rate near the server's capacity;
-#   shared-prefix  groups of questions after a common system prompt, 8 in flight;
+#   shared-prefix  groups of questions after a common system prompt, 8 in flight (64 requests;
+#                  32 on llama-3.2-1b: enough waves of 8 that the median falls inside one);
 #   mooncake       a slice of the Mooncake conversation trace (../shared/assets/traces), prompts
 #                  at --tokens-per-hash-id 16 (1/32 of their length), outputs at 1/8, arrivals
 #                  sped up so that requests queue (48 requests; 16 on llama-3.2-1b).
@@ -51,7 +52,7 @@ workload_flags() {  # model workload
       echo "--dataset-name random --num-prompts $((64 / scale)) --random-input-len 256" \
            "--random-output-len 64 --random-range-ratio 0.5 --request-rate $(python3 -c "print(6 / $scale)") --seed 1" ;;
     shared-prefix)
-      echo "--dataset-name shared-prefix --sp-num-groups 4 --sp-prompts-per-group $((16 / scale))" \
+      echo "--dataset-name shared-prefix --sp-num-groups 4 --sp-prompts-per-group $((16 / (scale / 2 + 1)))" \
            "--sp-system-prompt-len 512 --sp-question-len 64 --sp-output-len 48 --max-concurrency 8 --seed 2" ;;
     mooncake)
       echo "--dataset-name mooncake --TRACE $RESULTS/mooncake-slice.jsonl --tokens-per-hash-id 16" \

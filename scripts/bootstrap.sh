@@ -19,6 +19,7 @@ PACKAGES=(
   libzmq3-dev libmsgpack-cxx-dev      # KV events (ZeroMQ PUB, msgpack) for cache-aware routers
   nginx-light                         # the scale-out recipe's proxy, tested (docs/scale-out.md)
   libhiredis-dev redis-server         # the shared KV tier in Redis (--kv-redis), tested
+  libtinyxml2-dev                     # XML parser: the SVG plots are checked in tests
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -24,9 +24,10 @@ ALLOWED = {
     "runtime": {"model", "kvtier", "kv", "sampling", "tokenizer", "grammar", "tensor", "base"},
     "eval": {"runtime", "model", "kv", "sampling", "tokenizer", "tensor", "base"},
     "trace": {"base"},
-    "sim": {"cost", "plan", "loadgen", "runtime", "kv", "trace", "base"},
+    "plot": {"base"},
+    "sim": {"cost", "plan", "loadgen", "plot", "runtime", "kv", "trace", "base"},
     "cost": {"kv", "tensor", "base"},
-    "plan": {"cost", "model", "kv", "tokenizer", "tensor", "base"},
+    "plan": {"cost", "model", "plot", "kv", "tokenizer", "tensor", "base"},
     "profile": {"runtime", "plan", "cost", "model", "kernels", "kv", "tensor", "base"},
     "chat": {"model", "tokenizer", "base"},
     "promptlint": {"chat", "kv", "tokenizer", "base"},
@@ -39,7 +40,7 @@ ALLOWED = {
     "server": {"http", "runtime", "kvtier", "grammar", "toolcall", "semcache", "kvevents", "model", "kv", "sampling", "tokenizer",
                "tensor", "base"},
     "loadgen": {"trace", "base"},
-    "cli": {"server", "http", "chat", "toolcall", "grammar", "semcache", "kvevents", "kvtier", "loadgen", "eval", "sim", "promptlint", "trace", "plan", "profile", "cost", "runtime", "model", "kv",
+    "cli": {"server", "http", "chat", "toolcall", "grammar", "semcache", "kvevents", "kvtier", "loadgen", "eval", "sim", "plot", "promptlint", "trace", "plan", "profile", "cost", "runtime", "model", "kv",
             "sampling", "tokenizer", "kernels", "tensor", "base"},
 }
 

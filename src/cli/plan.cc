@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 
 #include "base/str_format.h"
@@ -68,6 +69,13 @@ int RunStack(const PlanCommandOptions& o, const plan::PlanModel& model) {
   const std::string text =
       o.format == "json" ? plan::FormatStackJson(*stack) : plan::FormatStackText(*stack);
   std::fwrite(text.data(), 1, text.size(), stdout);
+  if (!o.plot_path.empty()) {
+    std::ofstream out(o.plot_path);
+    out << plan::StackPlotSvg(*stack);
+    out.close();
+    if (!out) return ReportError(DataLossError("cannot write --plot " + o.plot_path));
+    std::fprintf(stderr, "plan: plot written to %s\n", o.plot_path.c_str());
+  }
   return 0;
 }
 
@@ -90,7 +98,11 @@ int RunSearch(const PlanCommandOptions& o) {
   so.engine.memory_utilization = o.stack_options.memory_utilization;
   so.slo_ttft_p90_ms = o.slo_ttft_p90_ms;
   so.slo_tpot_p99_ms = o.slo_tpot_p99_ms;
+  so.space = o.space;
   so.space.max_replicas = o.max_replicas;
+  so.space.chunked_prefill = o.search_chunked == "on"    ? std::vector<bool>{true}
+                             : o.search_chunked == "off" ? std::vector<bool>{false}
+                                                         : std::vector<bool>{true, false};
   so.max_concurrency = o.workload.max_concurrency;
   std::unique_ptr<ProgressLine> line;  // one per replica count
   int64_t line_replicas = 0;
@@ -175,6 +187,9 @@ void AddPlanCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--hardware", opts->hardware,
                   "--stack: a built-in profile (h100-sxm, h200, b200, a100-80gb, l40s, mi300x) or "
                   "a JSON file (kvserve profile)");
+  cmd->add_option("--plot", opts->plot_path,
+                  "--stack: write the cost stack as SVG bars ($ per million output tokens, "
+                  "concurrent requests)");
   cmd->add_option("--price-per-hour", opts->price_per_hour,
                   "--stack: USD per device-hour (default: the profile's dated planning price)");
   cmd->add_option("--tensor-parallel", opts->stack_options.tensor_parallel,
@@ -206,6 +221,30 @@ void AddPlanCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--slo-ttft-p90", opts->slo_ttft_p90_ms, "--search: TTFT p90 target (ms)");
   cmd->add_option("--slo-tpot-p99", opts->slo_tpot_p99_ms, "--search: TPOT p99 target (ms)");
   cmd->add_option("--max-replicas", opts->max_replicas, "--search: most replicas tried")
+      ->capture_default_str();
+  sim::SearchSpace& grid = opts->space;
+  cmd->add_option("--search-kv-cache-dtype", grid.kv_cache_dtypes,
+                  "--search: KV dtypes tried (comma-separated; auto = the hardware's)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--search-block-size", grid.block_sizes, "--search: block sizes tried")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--search-max-num-seqs", grid.max_num_seqs, "--search: --max-num-seqs values tried")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--search-max-num-batched-tokens", grid.max_num_batched_tokens,
+                  "--search: --max-num-batched-tokens values tried")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--search-chunked-prefill", opts->search_chunked,
+                  "--search: chunked prefill on, off or both")
+      ->check(CLI::IsMember({"on", "off", "both"}))
+      ->capture_default_str();
+  cmd->add_option("--search-kv-budget", grid.kv_budgets,
+                  "--search: SnapKV budgets tried (0: no eviction; eviction changes outputs, "
+                  "which the search does not weigh)")
+      ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--dataset-name", opts->dataset_name,
                   "--search: bench serve's dataset (random, shared-prefix, mooncake, azure, "

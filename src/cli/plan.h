@@ -27,12 +27,15 @@ struct PlanCommandOptions {
   std::string trace_path;      // Mooncake JSONL: mean lengths and prefix share
   double prefix_share = -1;  // < 0: from the trace, else 0
   plan::StackOptions stack_options;
+  std::string plot_path;  // --stack --plot FILE.svg
   // --search: the cheapest configuration that meets the targets (sim/slo_search.h) on the
   // workload bench serve would send (its flags; --trace in its format).
   bool search = false;
   double slo_ttft_p90_ms = 0.0;
   double slo_tpot_p99_ms = 0.0;
   int64_t max_replicas = 8;
+  sim::SearchSpace space;  // the grid (--search-* flags; max_replicas is the field above)
+  std::string search_chunked = "both";  // --search-chunked-prefill on|off|both
   std::string dataset_name;
   loadgen::BenchSettings workload;
 };

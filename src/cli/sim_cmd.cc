@@ -38,7 +38,18 @@ struct SimCommandFlags {
   sim::EngineSetup engine;
   std::string result_file;
   KvEvictionFlags eviction;  // serve's --kv-eviction, --kv-budget, ...
+  std::string plot_path;     // --plot FILE.svg
 };
+
+// --plot: writes `svg` to the file.
+int WritePlot(const std::string& path, const std::string& svg) {
+  std::ofstream out(path);
+  out << svg;
+  out.close();
+  if (!out) return ReportError(DataLossError("cannot write --plot " + path));
+  std::fprintf(stderr, "sim: plot written to %s\n", path.c_str());
+  return 0;
+}
 
 
 // The prediction: the workload through one replica timed by the cost model (or the two
@@ -62,11 +73,7 @@ int RunServing(SimCommandFlags f) {
   if (has_model || !f.engine.hardware.empty()) {
     StatusOr<sim::Engine> engine = sim::ResolveEngine(f.engine);
     if (!engine.ok()) return ReportError(engine.status());
-    o.deployment = engine->deployment;
-    // Token eviction caps the context a compressed request attends to.
-    if (o.kv_policy.method != KvEvictionMethod::kNone) {
-      o.deployment->kv_budget_tokens = o.kv_policy.budget_tokens;
-    }
+    o.deployment = engine->deployment;  // token eviction: the replica times the slots held
     serving.capacity_blocks = engine->capacity_blocks;
     std::fprintf(stderr, "sim: %s\n", engine->Describe().c_str());
   } else {
@@ -98,6 +105,9 @@ int RunServing(SimCommandFlags f) {
   } else {
     const std::string text = sim::FormatServingText(*result, o);
     std::fwrite(text.data(), 1, text.size(), stdout);
+  }
+  if (!f.plot_path.empty()) {
+    if (const int rc = WritePlot(f.plot_path, sim::ServingPlotSvg(*result, o)); rc != 0) return rc;
   }
   if (!f.result_file.empty()) {
     std::ofstream out(f.result_file);
@@ -174,6 +184,7 @@ int RunSimCommand(const SimCommandFlags& flags) {
   rep->trace_name = slash == std::string::npos ? f.trace_path : f.trace_path.substr(slash + 1);
   const std::string text = f.format == "json" ? sim::FormatSimJson(*rep) : sim::FormatSimText(*rep);
   std::fwrite(text.data(), 1, text.size(), stdout);
+  if (!f.plot_path.empty()) return WritePlot(f.plot_path, sim::SimPlotSvg(*rep));
   return 0;
 }
 
@@ -208,6 +219,10 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   AddSchedulerFlags(cmd, &opts->scheduler);
   AddKvEvictionFlags(cmd, &flags->eviction);
+  cmd->add_option("--plot", flags->plot_path,
+                  "Write an SVG picture: the hit rate and TTFT against cache capacity (a "
+                  "capacity sweep), or the TTFT and TPOT distributions and the blocks in use (a "
+                  "prediction)");
   cmd->add_option("--max-model-len", opts->max_model_len,
                   "Prompt + output tokens per request (0: the trace's longest; capped to each "
                   "capacity)")

@@ -158,6 +158,11 @@ std::optional<double> PrefixCacheReport::usage_cached_fraction() const {
   return static_cast<double>(usage_cached_tokens) / static_cast<double>(usage_prompt_tokens);
 }
 
+std::optional<double> RequestTpotMs(const RequestResult& r) {
+  if (!r.success || r.output_tokens <= 1) return std::nullopt;
+  return (r.e2e_ms - r.ttft_ms) / static_cast<double>(r.output_tokens - 1);
+}
+
 BenchmarkSummary Summarize(const BenchmarkResult& result) {
   BenchmarkSummary s;
   s.num_requests = static_cast<int64_t>(result.requests.size());
@@ -180,9 +185,7 @@ BenchmarkSummary Summarize(const BenchmarkResult& result) {
       ++s.cache_tier_requests[r.cache_tier];
       tier_ttft[r.cache_tier].push_back(r.ttft_ms);
     }
-    if (r.output_tokens > 1) {
-      tpot.push_back((r.e2e_ms - r.ttft_ms) / static_cast<double>(r.output_tokens - 1));
-    }
+    if (const std::optional<double> t = RequestTpotMs(r)) tpot.push_back(*t);
     itl.insert(itl.end(), r.itl_ms.begin(), r.itl_ms.end());
   }
   s.ttft = ComputeLatencyStats(ttft);

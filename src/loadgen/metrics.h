@@ -103,6 +103,9 @@ struct BenchmarkSummary {
   std::map<std::string, LatencyStats> cache_tier_ttft;
 };
 BenchmarkSummary Summarize(const BenchmarkResult& result);
+// One request's TPOT as Summarize counts it: (e2e - ttft) / (output tokens - 1); nullopt for a
+// failed request or one with at most one output token.
+std::optional<double> RequestTpotMs(const RequestResult& r);
 
 // The human-readable table (vllm bench serve's layout).
 std::string FormatSummaryTable(const BenchmarkResult& result, const BenchmarkSummary& summary);

@@ -10,6 +10,7 @@
 #include "base/str_format.h"
 #include "cost/step_time.h"
 #include "plan/plan.h"
+#include "plot/svg_chart.h"
 
 namespace kvserve::plan {
 namespace {
@@ -221,7 +222,8 @@ StatusOr<StackResult> ComputeCostStack(const PlanModel& model, const cost::Hardw
                       o.prefix_share, 0});
   variants.push_back({"+ token eviction",
                       "at most " + Num(o.kv_budget_tokens) + " + " + Num(o.block_size) +
-                          " tokens kept per request (--kv-budget)",
+                          " tokens kept per request, prefill included (StreamingLLM; "
+                          "--kv-budget)",
                       &expanded, fp8, false, o.prefix_share, o.kv_budget_tokens});
   if (mla) {
     variants.push_back({"+ latent KV (MLA)",
@@ -242,6 +244,25 @@ StatusOr<StackResult> ComputeCostStack(const PlanModel& model, const cost::Hardw
   }
   r.options = o;
   return r;
+}
+
+std::string StackPlotSvg(const StackResult& s) {
+  plot::Panel cost, requests;
+  cost.is_bar = requests.is_bar = true;
+  cost.bar.title = "$ per million output tokens";
+  cost.bar.y_label = StrFormat("USD (%d x %s at $%.2f/h)", s.tensor_parallel,
+                               s.hardware.name.c_str(), s.hardware.price_per_hour);
+  requests.bar.title = "Concurrent requests";
+  requests.bar.y_label = "requests";
+  for (const StackRow& r : s.rows) {
+    cost.bar.bars.push_back({r.name, r.cost_per_million_output_tokens, StrFormat("%.1fx", r.factor)});
+    requests.bar.bars.push_back({r.name, static_cast<double>(r.concurrent_requests),
+                                 std::to_string(r.concurrent_requests)});
+  }
+  return plot::RenderSvg(StrFormat("%s, %lld-token context: the KV cache cost stack",
+                                   s.model.name.c_str(),
+                                   static_cast<long long>(s.options.context_tokens)),
+                         {cost, requests});
 }
 
 std::string FormatStackText(const StackResult& s) {

@@ -80,6 +80,10 @@ StatusOr<StackResult> ComputeCostStack(const PlanModel& model,
                                        const cost::HardwareProfile& hardware,
                                        const StackOptions& options);
 
+// `plan --stack --plot`: $ per million output tokens and concurrent requests per row, as
+// bars annotated with the factor; an SVG document.
+std::string StackPlotSvg(const StackResult& stack);
+
 std::string FormatStackText(const StackResult& stack);
 // {"model", "hardware", "tensor_parallel", ..., "rows": [{"name", "concurrent_requests",
 // "output_tokens_per_s", "ttft_ms", "tpot_ms", "cost_per_million_output_tokens", "factor",

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <tinyxml2.h>
 
 #include "cost/step_time.h"
 
@@ -108,6 +109,15 @@ TEST(CostStack, JsonHasTheRowsFields) {
   }
   EXPECT_EQ(j["tensor_parallel"], 1);
   EXPECT_NE(FormatStackText(Stack("llama-3.1-8b", o)).find("+ fp8 KV"), std::string::npos);
+  // --plot: two bar panels of five bars each, a background and two frames.
+  tinyxml2::XMLDocument doc;
+  ASSERT_EQ(doc.Parse(StackPlotSvg(Stack("llama-3.1-8b", o)).c_str()), tinyxml2::XML_SUCCESS);
+  int rects = 0;
+  for (const auto* e = doc.RootElement()->FirstChildElement("rect"); e;
+       e = e->NextSiblingElement("rect")) {
+    ++rects;
+  }
+  EXPECT_EQ(rects, 1 + 2 + 2 * 5);
 }
 
 TEST(CostStack, BadOptionsNameTheFlag) {

@@ -105,7 +105,11 @@ double ReplicaSim::StepSeconds(const SchedulerOutput& out, int64_t prefill_token
   }
   step_seqs_.clear();
   for (const ScheduledSeq& s : out.seqs) {
-    step_seqs_.push_back({.num_computed_tokens = s.num_computed_tokens,
+    // Attention reads the KV the sequence holds: its computed tokens, fewer once token
+    // eviction compacted it (SnapKV after the prompt, StreamingLLM as it goes).
+    const Request* r = sched_->request(s.id);
+    const int64_t held = r != nullptr ? r->num_kv_slots() : s.num_computed_tokens;
+    step_seqs_.push_back({.num_computed_tokens = held,
                           .num_new_tokens = s.num_new_tokens,
                           .samples = s.samples});
   }

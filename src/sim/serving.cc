@@ -12,6 +12,7 @@
 #include "base/hash.h"
 #include "base/str_format.h"
 #include "loadgen/bench.h"
+#include "plot/svg_chart.h"
 #include "sim/replica.h"
 
 namespace kvserve::sim {
@@ -345,6 +346,33 @@ std::string FormatServingText(const ServingResult& r, const SimOptions& o) {
                    extras["cost_per_million_output_tokens"].get<double>(),
                    extras["cost_per_million_input_tokens"].get<double>());
   return out;
+}
+
+std::string ServingPlotSvg(const ServingResult& result, const SimOptions& options) {
+  std::vector<double> ttft, tpot;
+  for (const loadgen::RequestResult& r : result.bench.requests) {
+    if (!r.success) continue;
+    ttft.push_back(r.ttft_ms);
+    if (const std::optional<double> t = loadgen::RequestTpotMs(r)) tpot.push_back(*t);
+  }
+  plot::Panel ttft_panel, tpot_panel, blocks;
+  ttft_panel.line = {"TTFT distribution", "TTFT (ms)", "fraction of requests", false,
+                     {{"predicted", plot::CdfPoints(ttft), false}}};
+  tpot_panel.line = {"TPOT distribution", "TPOT (ms)", "fraction of requests", false,
+                     {{"predicted", plot::CdfPoints(tpot), false}}};
+  plot::Series in_use{"blocks in use", {}, false};
+  for (const auto& [t, b] : result.blocks_in_use) in_use.points.emplace_back(t, static_cast<double>(b));
+  plot::Series capacity{"capacity", {}, true};
+  if (!result.blocks_in_use.empty()) {
+    capacity.points = {{result.blocks_in_use.front().first, static_cast<double>(result.capacity_blocks)},
+                       {result.blocks_in_use.back().first, static_cast<double>(result.capacity_blocks)}};
+  }
+  blocks.line = {"KV blocks in use", "time (s)", "blocks", false, {in_use, capacity}};
+  const std::string model = options.deployment ? options.deployment->model.name + " on " +
+                                                     options.deployment->hardware.name
+                                               : std::string("the two rates");
+  return plot::RenderSvg("kvserve sim: " + result.bench.dataset_name + ", " + model,
+                         {ttft_panel, tpot_panel, blocks});
 }
 
 }  // namespace kvserve::sim

@@ -91,6 +91,10 @@ StatusOr<ServingResult> SimulateServing(const ServingWorkload& workload, const S
 // run's duration over the tokens), "hardware".
 nlohmann::json ServingExtrasJson(const ServingResult& result, const SimOptions& options);
 
+// `sim --plot` of a prediction: the TTFT and TPOT distributions over requests (CDFs) and the
+// KV blocks in use over time; an SVG document.
+std::string ServingPlotSvg(const ServingResult& result, const SimOptions& options);
+
 // bench serve's table (loadgen::FormatSummaryTable of the prediction), then the sim's lines:
 // steps, preemptions, blocks in use, where the step time went, the cost.
 std::string FormatServingText(const ServingResult& result, const SimOptions& options);

@@ -11,11 +11,27 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <tinyxml2.h>
 
 #include "loadgen/metrics.h"
 
 namespace kvserve::sim {
 namespace {
+
+// Elements named `name` in the SVG document `svg` (which must parse as XML), -1 if it does not.
+int CountSvgElements(const std::string& svg, const std::string& name) {
+  tinyxml2::XMLDocument doc;
+  if (doc.Parse(svg.c_str()) != tinyxml2::XML_SUCCESS || doc.RootElement() == nullptr) return -1;
+  int n = 0;
+  std::vector<const tinyxml2::XMLElement*> stack = {doc.RootElement()};
+  while (!stack.empty()) {
+    const tinyxml2::XMLElement* e = stack.back();
+    stack.pop_back();
+    n += name == e->Name();
+    for (const auto* c = e->FirstChildElement(); c; c = c->NextSiblingElement()) stack.push_back(c);
+  }
+  return n;
+}
 
 using nlohmann::json;
 
@@ -84,6 +100,8 @@ TEST(Serving, TokenEvictionCompactsAndHoldsFewerBlocks) {
   EXPECT_LE(evicted->row.peak_blocks_in_use, 4 * 9);
   // The same tokens come out (compaction changes memory, not the work scheduled).
   EXPECT_EQ(loadgen::Summarize(evicted->bench).total_output_tokens, 800);
+  // --plot: the TTFT and TPOT CDFs, blocks in use and the capacity line.
+  EXPECT_EQ(CountSvgElements(ServingPlotSvg(*evicted, o), "polyline"), 4);
   o.kv_policy.method = KvEvictionMethod::kPyramidKv;
   EXPECT_FALSE(SimulateServing(w, o, {.capacity_blocks = 1000}).ok());
 }

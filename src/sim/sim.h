@@ -72,8 +72,9 @@ struct SimOptions {
   int64_t max_model_len = 0;
   // Token eviction for every request (serve's --kv-eviction / --kv-budget flags): the
   // scheduler's compaction points, and at each one the table compacted to the kept slots (as
-  // EngineCore does; which tokens are kept does not change the timing). streaming, h2o and
-  // snapkv (every layer keeps the same count); not pyramidkv.
+  // EngineCore does; which tokens are kept does not change the timing), and attention timed
+  // over the slots each sequence holds. streaming, h2o and snapkv (every layer keeps the same
+  // count); not pyramidkv.
   KvEvictionPolicy kv_policy;
   int64_t max_requests = 0;  // replay only the first N requests (0: all)
   int64_t tenants = 1;       // cache salts given round robin (request i: salt i % tenants)
@@ -173,6 +174,10 @@ struct TraceSummary {
 };
 TraceSummary SummarizeTrace(const std::vector<TraceRequest>& trace, const SimOptions& options,
                             int64_t max_model_len);
+
+// `sim --plot`: the token hit rate against the cache's capacity (and a cache that never
+// evicts, dashed), and mean and p99 TTFT against capacity; an SVG document.
+std::string SimPlotSvg(const SimReport& report);
 
 std::string FormatSimText(const SimReport& report);
 std::string FormatSimJson(const SimReport& report);

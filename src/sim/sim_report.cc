@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/str_format.h"
+#include "plot/svg_chart.h"
 #include "sim/sim.h"
 
 namespace kvserve::sim {
@@ -195,6 +196,24 @@ std::string FormatSimJson(const SimReport& rep) {
       {"elapsed_s", rep.elapsed_s},
   };
   return j.dump(2) + "\n";
+}
+
+std::string SimPlotSvg(const SimReport& report) {
+  plot::Panel hit, ttft;
+  plot::Series bounded{"replayed", {}, false}, unbounded{"never evicts", {}, true};
+  plot::Series mean{"mean", {}, false}, p99{"p99", {}, false};
+  for (const SimRow& r : report.rows) {
+    const double capacity = static_cast<double>(r.capacity_blocks);
+    bounded.points.emplace_back(capacity, 100.0 * r.token_hit_rate());
+    unbounded.points.emplace_back(capacity, 100.0 * report.unbounded.token_hit_rate());
+    mean.points.emplace_back(capacity, r.mean_ttft_s);
+    p99.points.emplace_back(capacity, r.p99_ttft_s);
+  }
+  const std::string x_label = "KV cache capacity (blocks of " +
+                              std::to_string(report.options.block_tokens) + " tokens)";
+  hit.line = {"Prefix-cache hit rate", x_label, "token hit rate (%)", true, {bounded, unbounded}};
+  ttft.line = {"Time to first token", x_label, "TTFT (s)", true, {mean, p99}};
+  return plot::RenderSvg("kvserve sim: " + report.trace_name, {hit, ttft});
 }
 
 }  // namespace kvserve::sim

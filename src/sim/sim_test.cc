@@ -15,12 +15,28 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <tinyxml2.h>
 
 #include "base/testing/test_dependency.h"
 #include "sim/sim_test_util.h"
 
 namespace kvserve::sim {
 namespace {
+
+// Elements named `name` in the SVG document `svg` (which must parse as XML), -1 if it does not.
+int CountSvgElements(const std::string& svg, const std::string& name) {
+  tinyxml2::XMLDocument doc;
+  if (doc.Parse(svg.c_str()) != tinyxml2::XML_SUCCESS || doc.RootElement() == nullptr) return -1;
+  int n = 0;
+  std::vector<const tinyxml2::XMLElement*> stack = {doc.RootElement()};
+  while (!stack.empty()) {
+    const tinyxml2::XMLElement* e = stack.back();
+    stack.pop_back();
+    n += name == e->Name();
+    for (const auto* c = e->FirstChildElement(); c; c = c->NextSiblingElement()) stack.push_back(c);
+  }
+  return n;
+}
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -323,6 +339,8 @@ TEST(SimTest, RunSimValidatesOptionsAndSweeps) {
   EXPECT_GT(j["rows"][0]["num_steps"].get<int64_t>(), 0);
   EXPECT_EQ(j["rows"][0]["num_steps"], rep->rows[0].num_steps);
   EXPECT_EQ(j["options"]["max_num_batched_tokens"], 8192);
+  // --plot: hit rate (replayed, never evicts) and TTFT (mean, p99) against capacity.
+  EXPECT_EQ(CountSvgElements(SimPlotSvg(*rep), "polyline"), 4);
 }
 
 // The real Mooncake trace (first 1000 requests) through a small and a large cache.

@@ -86,7 +86,6 @@ StatusOr<SearchCandidate> Evaluate(const ServingWorkload& w, const SearchOptions
   if (c.kv_budget_tokens > 0) {
     so.kv_policy.method = KvEvictionMethod::kSnapKv;
     so.kv_policy.budget_tokens = c.kv_budget_tokens;
-    so.deployment->kv_budget_tokens = c.kv_budget_tokens;
   }
   so.threads = 1;
   ServingOptions serving;
