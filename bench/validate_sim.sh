@@ -14,18 +14,22 @@
 #   mooncake       a slice of the Mooncake conversation trace (../shared/assets/traces), prompts
 #                  at --tokens-per-hash-id 16 (1/32 of their length), outputs at 1/8, arrivals
 #                  sped up so that requests queue (48 requests; 16 on llama-3.2-1b).
+# Every measurement is repeated --repeats times (default 3) and the median of each field is
+# compared: these machines are shared, and one run can be 20% off another.
 # Usage: bench/validate_sim.sh [--models "smollm2-135m llama-3.2-1b"] [--threads 2]
-#                              [--out FILE.md] [--keep DIR]
+#                              [--repeats 3] [--out FILE.md] [--keep DIR]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 MODELS="smollm2-135m llama-3.2-1b"
 THREADS=2
+REPEATS=3
 OUT=""
 RESULTS=""
 while (($#)); do
   case "$1" in
     --models) MODELS="$2"; shift 2 ;;
     --threads) THREADS="$2"; shift 2 ;;
+    --repeats) REPEATS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --keep) RESULTS="$2"; shift 2 ;;
     *) echo "unknown flag $1" >&2; exit 2 ;;
@@ -93,14 +97,17 @@ for model in $MODELS; do
     read -r -a flags <<<"$(workload_flags "$model" "$workload")"
     bench_flags=("${flags[@]/--TRACE/--dataset-path}")
     sim_flags=("${flags[@]/--TRACE/--trace}")
-    log "$model $workload: measure"
-    "$BIN" serve --model "$file" --port "$PORT" --threads "$THREADS" "${ENGINE_FLAGS[@]}" \
-      --served-model-name "$model" >"$RESULTS/serve-$model-$workload.log" 2>&1 &
-    pid=$!
-    for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.2; done
-    "$BIN" bench serve --base-url "http://127.0.0.1:$PORT" "${bench_flags[@]}" --no-progress \
-      --result-file "$RESULTS/measured-$model-$workload.json" >"$RESULTS/measured-$model-$workload.txt"
-    kill -TERM $pid; wait $pid || true
+    for rep in $(seq 1 "$REPEATS"); do
+      log "$model $workload: measure ($rep / $REPEATS)"
+      "$BIN" serve --model "$file" --port "$PORT" --threads "$THREADS" "${ENGINE_FLAGS[@]}" \
+        --served-model-name "$model" >"$RESULTS/serve-$model-$workload-$rep.log" 2>&1 &
+      pid=$!
+      for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.2; done
+      "$BIN" bench serve --base-url "http://127.0.0.1:$PORT" "${bench_flags[@]}" --no-progress \
+        --result-file "$RESULTS/measured-$model-$workload-$rep.json" \
+        >"$RESULTS/measured-$model-$workload-$rep.txt"
+      kill -TERM $pid; wait $pid || true
+    done
     log "$model $workload: predict"
     "$BIN" sim --model "$file" --hardware "$RESULTS/profile-$model.json" "${ENGINE_FLAGS[@]}" \
       "${sim_flags[@]}" --result-file "$RESULTS/predicted-$model-$workload.json" \
@@ -108,22 +115,25 @@ for model in $MODELS; do
   done
 done
 
-python3 - "$RESULTS" "$MODELS" >"${OUT:-/dev/stdout}" <<'EOF'
+python3 - "$RESULTS" "$MODELS" "$REPEATS" >"${OUT:-/dev/stdout}" <<'EOF'
 import json, os, statistics, sys
-results, models = sys.argv[1], sys.argv[2].split()
+results, models, repeats = sys.argv[1], sys.argv[2].split(), int(sys.argv[3])
 fields = [("output tok/s", lambda r: r["output_throughput_tokens_per_s"]),
           ("TTFT median ms", lambda r: r["ttft"]["median_ms"]),
           ("TPOT median ms", lambda r: r["tpot"]["median_ms"])]
 errors = {name: [] for name, _ in fields}
+print(f"Measured: median of {repeats} run(s) of bench serve on kvserve serve; predicted: kvserve sim.")
+print()
 print("| model | workload | " + " | ".join(f"{n}: measured / predicted (error)" for n, _ in fields) + " |")
 print("|---|---|" + "---|" * len(fields))
 for model in models:
     for workload in ["random", "shared-prefix", "mooncake"]:
-        m = json.load(open(os.path.join(results, f"measured-{model}-{workload}.json")))
+        ms = [json.load(open(os.path.join(results, f"measured-{model}-{workload}-{r}.json")))
+              for r in range(1, repeats + 1)]
         p = json.load(open(os.path.join(results, f"predicted-{model}-{workload}.json")))
         cells = []
         for name, get in fields:
-            mv, pv = get(m), get(p)
+            mv, pv = statistics.median(get(m) for m in ms), get(p)
             err = (pv - mv) / mv if mv else float("nan")
             errors[name].append(abs(err))
             cells.append(f"{mv:.1f} / {pv:.1f} ({100 * err:+.0f}%)")

@@ -2,7 +2,6 @@
 #include "profile/profile.h"
 
 #include <algorithm>
-#include <limits>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -447,12 +446,13 @@ StatusOr<ProfileResult> ProfileMachine(LlamaModel& model, const plan::PlanModel&
                      {"measured_s", measured_s},
                      {"roofline_s", predicted.seconds}});
   };
-  // Each kind is measured in 3 rounds and the fastest round kept: a shared machine's noise
-  // only ever slows a step, and one slow round would tilt the whole fit.
+  // Each kind is measured in 3 rounds and the median round kept: one round slowed by another
+  // process on a shared machine would tilt the whole fit, and the fastest round would predict
+  // a machine quieter than the one serving.
   constexpr int kRounds = 3;
   for (int64_t batch : options.decode_batches) {
     progress("engine", engine_done++, num_engine);
-    double best = std::numeric_limits<double>::max();
+    std::vector<double> rounds;
     for (int round = 0; round < kRounds; ++round) {
       for (int64_t b = 0; b < batch; ++b) {
         KV_RETURN_IF_ERROR(engine.core->add_request(
@@ -466,15 +466,15 @@ StatusOr<ProfileResult> ProfileMachine(LlamaModel& model, const plan::PlanModel&
         times.push_back(Seconds(start, Clock::now()));
       }
       while (engine.core->has_unfinished()) engine.core->step();
-      best = std::min(best, Median(times));
+      rounds.push_back(Median(times));
     }
     const int64_t mid_context = kPromptTokens + kDecodeSteps / 2;
-    record("decode", batch, best,
+    record("decode", batch, Median(rounds),
            std::vector<cost::StepSeq>(batch, cost::StepSeq{mid_context, 1, true}));
   }
   for (int64_t tokens : options.prefill_tokens) {
     progress("engine", engine_done++, num_engine);
-    double best = std::numeric_limits<double>::max();
+    std::vector<double> rounds;
     for (int round = 0; round < kRounds; ++round) {
       std::vector<double> times;
       for (int r = 0; r < reps + 1; ++r) {
@@ -486,9 +486,9 @@ StatusOr<ProfileResult> ProfileMachine(LlamaModel& model, const plan::PlanModel&
         if (r > 0) times.push_back(s);  // the first warms the workspace
         while (engine.core->has_unfinished()) engine.core->step();
       }
-      best = std::min(best, Median(times));
+      rounds.push_back(Median(times));
     }
-    record("prefill", tokens, best, {cost::StepSeq{0, tokens, true}});
+    record("prefill", tokens, Median(rounds), {cost::StepSeq{0, tokens, true}});
   }
   progress("engine", num_engine, num_engine);
   const auto [step_s, token_s] = FitNonNegativeLine(fit_tokens, fit_residual_s);

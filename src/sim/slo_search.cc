@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <mutex>
 #include <thread>
 
@@ -133,11 +134,20 @@ StatusOr<SearchCandidate> Evaluate(const ServingWorkload& w, const SearchOptions
   return k;
 }
 
-// Cheapest first; among equal costs the lower TTFT p90.
+// Cheapest first, costs compared to 3 significant digits (replays of one replica count differ
+// only in their last request's finish); among equal costs no token eviction first (it changes
+// outputs), then the lower TTFT p90.
+double CostKey(double cost) {
+  if (!(cost > 0)) return cost;
+  const double scale = std::pow(10.0, 2 - std::floor(std::log10(cost)));
+  return std::round(cost * scale) / scale;
+}
+
 bool Cheaper(const SearchCandidate& a, const SearchCandidate& b) {
-  if (a.cost_per_million_output_tokens != b.cost_per_million_output_tokens) {
-    return a.cost_per_million_output_tokens < b.cost_per_million_output_tokens;
-  }
+  const double ca = CostKey(a.cost_per_million_output_tokens);
+  const double cb = CostKey(b.cost_per_million_output_tokens);
+  if (ca != cb) return ca < cb;
+  if ((a.kv_budget_tokens > 0) != (b.kv_budget_tokens > 0)) return a.kv_budget_tokens == 0;
   return a.ttft_p90_ms < b.ttft_p90_ms;
 }
 
