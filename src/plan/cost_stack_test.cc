@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <tinyxml2.h>
 
 #include "cost/step_time.h"
+#include "plot/testing/svg_testing.h"
 
 namespace kvserve::plan {
 namespace {
@@ -110,14 +110,8 @@ TEST(CostStack, JsonHasTheRowsFields) {
   EXPECT_EQ(j["tensor_parallel"], 1);
   EXPECT_NE(FormatStackText(Stack("llama-3.1-8b", o)).find("+ fp8 KV"), std::string::npos);
   // --plot: two bar panels of five bars each, a background and two frames.
-  tinyxml2::XMLDocument doc;
-  ASSERT_EQ(doc.Parse(StackPlotSvg(Stack("llama-3.1-8b", o)).c_str()), tinyxml2::XML_SUCCESS);
-  int rects = 0;
-  for (const auto* e = doc.RootElement()->FirstChildElement("rect"); e;
-       e = e->NextSiblingElement("rect")) {
-    ++rects;
-  }
-  EXPECT_EQ(rects, 1 + 2 + 2 * 5);
+  EXPECT_EQ(plot::testing::CountSvgElements(StackPlotSvg(Stack("llama-3.1-8b", o)), "rect"),
+            1 + 2 + 2 * 5);
 }
 
 TEST(CostStack, BadOptionsNameTheFlag) {

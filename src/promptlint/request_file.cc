@@ -17,30 +17,6 @@ Status LineError(int64_t line, const std::string& message) {
   return InvalidArgumentError(LinePrefix(line) + message);
 }
 
-// Deepest nesting of arrays and objects, outside strings; stops counting past `limit`.
-int64_t NestingDepth(std::string_view text, int64_t limit) {
-  int64_t depth = 0, deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > limit) return deepest;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
 bool IsBlank(std::string_view s) {
   return std::all_of(s.begin(), s.end(),
                      [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; });
@@ -136,7 +112,7 @@ Status ParseMessages(const ojson& body, int64_t line, RequestBody* r) {
 }
 
 StatusOr<RequestBody> ParseLine(std::string_view text, int64_t line) {
-  if (NestingDepth(text, kMaxRequestNestingDepth) > kMaxRequestNestingDepth) {
+  if (JsonNestingDepth(text, kMaxRequestNestingDepth) > kMaxRequestNestingDepth) {
     return LineError(line, "JSON nested more than " + std::to_string(kMaxRequestNestingDepth) +
                                " levels deep");
   }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/ids.h"
+#include "base/json_depth.h"
 #include "base/status.h"
 #include "chat/chat_template.h"
 #include "chat/model_chat_templates.h"
@@ -45,8 +46,8 @@ struct RequestBody {
   std::vector<CompletionPrompt> prompts;  // completions: one or more prompts
 };
 
-// Deepest JSON nesting accepted on a line (the server's openai::kMaxJsonNestingDepth).
-inline constexpr int kMaxRequestNestingDepth = 128;
+// Deepest JSON nesting accepted on a line: the server's (base/json_depth.h).
+inline constexpr int64_t kMaxRequestNestingDepth = kMaxJsonNestingDepth;
 
 // Parses every non-blank line. InvalidArgument "line N: ..." for a line that is not a JSON
 // object, has neither "messages" nor "prompt" (or both), or has fields of the wrong type;

@@ -313,29 +313,6 @@ Status CheckObject(const Json& body, ParamError* error) {
 
 std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
-int64_t JsonNestingDepth(std::string_view text, int64_t limit) {
-  int64_t depth = 0, deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;  // the escaped character
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > limit) return limit + 1;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
 StatusOr<Json> ParseJsonObject(std::string_view body) {
   if (JsonNestingDepth(body, kMaxJsonNestingDepth) > kMaxJsonNestingDepth) {
     return InvalidArgumentError("the request body nests JSON arrays or objects more than " +

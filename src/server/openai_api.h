@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_depth.h"
 #include "base/status.h"
 #include "grammar/grammar_cache.h"
 #include "sampling/sampler.h"
@@ -24,14 +25,9 @@ using Json = nlohmann::ordered_json;
 // such bytes become U+FFFD.
 std::string Dump(const Json& j);
 
-// Request bodies may nest arrays and objects this deep (OpenAI's JSON schemas in tools and
-// response_format need a few dozen levels). Deeper bodies are refused before parsing: the
-// parser's memory grows with the depth (15 million `[` took 1 GB).
-inline constexpr int64_t kMaxJsonNestingDepth = 128;
-
-// The deepest nesting of arrays and objects in `text`, strings skipped; stops counting once
-// past `limit` (returns limit + 1 then). Linear, no allocation.
-int64_t JsonNestingDepth(std::string_view text, int64_t limit);
+// Request bodies nest at most kMaxJsonNestingDepth deep (base/json_depth.h).
+using ::kvserve::JsonNestingDepth;
+using ::kvserve::kMaxJsonNestingDepth;
 
 // A request body that must be one JSON object: InvalidArgument naming what is wrong (not
 // JSON, not an object, nested deeper than kMaxJsonNestingDepth).

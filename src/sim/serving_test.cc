@@ -11,27 +11,14 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <tinyxml2.h>
 
 #include "loadgen/metrics.h"
+#include "plot/testing/svg_testing.h"
 
 namespace kvserve::sim {
 namespace {
 
-// Elements named `name` in the SVG document `svg` (which must parse as XML), -1 if it does not.
-int CountSvgElements(const std::string& svg, const std::string& name) {
-  tinyxml2::XMLDocument doc;
-  if (doc.Parse(svg.c_str()) != tinyxml2::XML_SUCCESS || doc.RootElement() == nullptr) return -1;
-  int n = 0;
-  std::vector<const tinyxml2::XMLElement*> stack = {doc.RootElement()};
-  while (!stack.empty()) {
-    const tinyxml2::XMLElement* e = stack.back();
-    stack.pop_back();
-    n += name == e->Name();
-    for (const auto* c = e->FirstChildElement(); c; c = c->NextSiblingElement()) stack.push_back(c);
-  }
-  return n;
-}
+using plot::testing::CountSvgElements;
 
 using nlohmann::json;
 

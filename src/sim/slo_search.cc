@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <mutex>
 #include <thread>
 
@@ -134,22 +133,17 @@ StatusOr<SearchCandidate> Evaluate(const ServingWorkload& w, const SearchOptions
   return k;
 }
 
-// Cheapest first, costs compared to 3 significant digits (replays of one replica count differ
-// only in their last request's finish); among equal costs no token eviction first (it changes
-// outputs), then the lower TTFT p90.
-double CostKey(double cost) {
-  if (!(cost > 0)) return cost;
-  const double scale = std::pow(10.0, 2 - std::floor(std::log10(cost)));
-  return std::round(cost * scale) / scale;
-}
-
+// Cheapest first; equal costs: the lower TTFT p90.
 bool Cheaper(const SearchCandidate& a, const SearchCandidate& b) {
-  const double ca = CostKey(a.cost_per_million_output_tokens);
-  const double cb = CostKey(b.cost_per_million_output_tokens);
-  if (ca != cb) return ca < cb;
-  if ((a.kv_budget_tokens > 0) != (b.kv_budget_tokens > 0)) return a.kv_budget_tokens == 0;
+  if (a.cost_per_million_output_tokens != b.cost_per_million_output_tokens) {
+    return a.cost_per_million_output_tokens < b.cost_per_million_output_tokens;
+  }
   return a.ttft_p90_ms < b.ttft_p90_ms;
 }
+
+// Candidates within this fraction of the cheapest cost the same: replays at one replica count
+// differ only in when their last request finishes.
+constexpr double kCostTolerance = 0.01;
 
 std::string Flags(const SearchCandidate& k) {
   return StrFormat("%s KV, %lld-token blocks, %lld seqs, %lld tokens/step%s%s", k.kv_cache_dtype.c_str(),
@@ -221,6 +215,23 @@ StatusOr<SearchResult> SearchConfigurations(const ServingWorkload& w, const Sear
     const SearchCandidate& c = result.candidates[i];
     if (c.meets && result.chosen < 0) result.chosen = static_cast<int>(i);
     if (!c.meets && result.cheapest_miss < 0) result.cheapest_miss = static_cast<int>(i);
+  }
+  // Among those that meet the targets within kCostTolerance of the cheapest, prefer no token
+  // eviction (it changes outputs), then the lower TTFT p90.
+  if (result.chosen >= 0) {
+    const double limit =
+        result.candidates[static_cast<size_t>(result.chosen)].cost_per_million_output_tokens *
+        (1 + kCostTolerance);
+    for (size_t i = 0; i < result.candidates.size(); ++i) {
+      const SearchCandidate& c = result.candidates[i];
+      if (!c.meets || c.cost_per_million_output_tokens > limit) continue;
+      const SearchCandidate& best = result.candidates[static_cast<size_t>(result.chosen)];
+      const bool fewer_evictions = (c.kv_budget_tokens == 0) && (best.kv_budget_tokens > 0);
+      const bool same_evictions = (c.kv_budget_tokens == 0) == (best.kv_budget_tokens == 0);
+      if (fewer_evictions || (same_evictions && c.ttft_p90_ms < best.ttft_p90_ms)) {
+        result.chosen = static_cast<int>(i);
+      }
+    }
   }
   return result;
 }

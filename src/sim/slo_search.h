@@ -13,8 +13,8 @@
 //
 // The search adds replicas one at a time: every configuration at 1 replica, then at 2, ...,
 // and stops at the first count where some configuration meets the targets (more replicas
-// only cost more). The chosen one is the cheapest that meets them (costs to 3 significant
-// digits; ties: no token eviction first, as it changes outputs, then lower TTFT p90); the
+// only cost more). The chosen one is the cheapest that meets them (among those within 1% of
+// the cheapest: no token eviction first, as it changes outputs, then the lower TTFT p90); the
 // report also gives the runners-up and the cheapest candidate that misses (at one replica
 // fewer, when there is one).
 //

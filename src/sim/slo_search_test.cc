@@ -80,6 +80,25 @@ TEST(SloSearch, TighterTargetsAddReplicasAndReportTheMiss) {
   EXPECT_EQ(j["chosen"], r->chosen);
 }
 
+TEST(SloSearch, WithinOnePercentNoEvictionIsChosen) {
+  SearchOptions o = Options(1e7, 1e7);
+  o.space.kv_budgets = {0, 1024};
+  StatusOr<SearchResult> r = SearchConfigurations(Burst(), o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_GE(r->chosen, 0);
+  const SearchCandidate& chosen = r->candidates[static_cast<size_t>(r->chosen)];
+  double cheapest = 1e300, cheapest_plain = 1e300;
+  for (const SearchCandidate& c : r->candidates) {
+    if (!c.meets) continue;
+    cheapest = std::min(cheapest, c.cost_per_million_output_tokens);
+    if (c.kv_budget_tokens == 0) cheapest_plain = std::min(cheapest_plain, c.cost_per_million_output_tokens);
+  }
+  EXPECT_LE(chosen.cost_per_million_output_tokens, cheapest * 1.01);
+  if (cheapest_plain <= cheapest * 1.01) {
+    EXPECT_EQ(chosen.kv_budget_tokens, 0);
+  }
+}
+
 TEST(SloSearch, ImpossibleTargetsChooseNothing) {
   StatusOr<SearchResult> r = SearchConfigurations(Burst(), Options(0.001, 0.001));
   ASSERT_TRUE(r.ok()) << r.status().message();

@@ -1,6 +1,9 @@
 // `kvserve plan` as built: the standard figure, JSON output, errors and exit codes (the
 // planner itself is tested in plan/plan_test.cc).
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -60,6 +63,55 @@ TEST(KvservePlanTest, ErrorsAndHelp) {
         "--format", "--max-model-len", "--kv-cache-memory", "--weights-dtype", "--avg-context"}) {
     EXPECT_NE(r.out.find(opt), std::string::npos) << opt;
   }
+}
+
+TEST(KvservePlanTest, StackTableJsonAndPlot) {
+  const std::string svg = ::testing::TempDir() + "/plan_stack_test.svg";
+  Ran r = RunKv({"plan", "--stack", "--preset", "deepseek-v2-lite", "--context", "32768",
+                 "--hardware", "h100-sxm", "--prefix-share", "0.5", "--format", "json", "--plot",
+                 svg});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j["rows"].size(), 6u);  // MLA: the latent row last
+  EXPECT_EQ(j["rows"][0]["factor"], 1.0);
+  EXPECT_EQ(j["rows"][5]["name"], "+ latent KV (MLA)");
+  EXPECT_GT(j["rows"][5]["factor"].get<double>(), j["rows"][4]["factor"].get<double>());
+  EXPECT_EQ(j["tensor_parallel"], 1);
+  std::ifstream in(svg);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("<svg"), std::string::npos);
+  EXPECT_NE(text.str().find("+ latent KV (MLA)"), std::string::npos);
+  std::filesystem::remove(svg);
+
+  // Errors: no hardware, a share out of range, both sources of the share.
+  r = RunKv({"plan", "--stack", "--preset", "llama-3.1-8b"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--hardware"), std::string::npos) << r.err;
+  r = RunKv({"plan", "--stack", "--preset", "llama-3.1-8b", "--hardware", "h100-sxm",
+             "--prefix-share", "2"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--prefix-share"), std::string::npos) << r.err;
+  r = RunKv({"plan", "--stack", "--preset", "llama-3.1-8b", "--hardware", "nope.json"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("nope.json"), std::string::npos) << r.err;
+}
+
+TEST(KvservePlanTest, SearchPrintsAServeCommand) {
+  Ran r = RunKv({"plan", "--search", "--preset", "llama-3.1-8b", "--hardware", "l40s",
+                 "--dataset-name", "random", "--num-prompts", "40", "--random-input-len",
+                 "1000", "--random-output-len", "20", "--request-rate", "10",
+                 "--slo-ttft-p90", "100000", "--slo-tpot-p99", "100000",
+                 "--search-block-size", "16", "--search-max-num-seqs", "64",
+                 "--search-kv-budget", "0", "--search-chunked-prefill", "on"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("chosen: 1 x 1 device(s)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kvserve serve --model"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("candidates"), std::string::npos) << r.err;  // the progress line
+  r = RunKv({"plan", "--search", "--preset", "llama-3.1-8b", "--hardware", "l40s",
+             "--dataset-name", "random", "--slo-ttft-p90", "0", "--slo-tpot-p99", "100"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--slo-ttft-p90"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -182,5 +182,28 @@ TEST(SimCliTest, MooncakeTracePrediction) {
   EXPECT_EQ(j["sim"]["kv_cache_dtype"], "fp8_e4m3");
 }
 
+TEST(SimCliTest, PredictionWithEvictionWritesAPlot) {
+  const std::string svg = ::testing::TempDir() + "/sim_cli_plot.svg";
+  int rc = -1;
+  const std::string out = RunBinary(
+      "sim --preset smollm2-135m --hardware h100-sxm --dataset-name random --num-prompts 12 "
+      "--random-input-len 300 --random-output-len 40 --kv-eviction streaming --kv-budget 64 "
+      "--format json --plot " + svg, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_THAT(out, HasSubstr("\"completed\": 12"));
+  std::ifstream in(svg);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr("TTFT distribution"));
+  EXPECT_THAT(text.str(), HasSubstr("KV blocks in use"));
+  std::filesystem::remove(svg);
+  // pyramidkv is not simulated: a clear error.
+  const std::string bad = RunBinary(
+      "sim --preset smollm2-135m --hardware h100-sxm --dataset-name random --num-prompts 2 "
+      "--kv-eviction pyramidkv --kv-budget 64", &rc);
+  EXPECT_EQ(rc, 1);
+  EXPECT_THAT(bad, HasSubstr("pyramidkv"));
+}
+
 }  // namespace
 }  // namespace kvserve::sim
