@@ -81,11 +81,14 @@ int RunProfileCommand(const ProfileCommandOptions& o) {
   const cost::HardwareProfile& hw = result->profile;
   std::fprintf(stderr,
                "profile: read %.1f GB/s, f32 FMA %.0f GFLOP/s, int8 dot %.0f GOP/s; matmul "
-               "efficiency %.2f (1 row) .. %.2f (%g rows); overheads %.2f ms/step + %.1f us/token%s%s\n",
+               "efficiency %.2f (1 row) .. %.2f (%g rows); engine steps: %.2f x the kernels' "
+               "rooflines + %.2f ms/step + %.1f us/token (median error %.0f%%)%s%s\n",
                hw.memory_bandwidth_bytes_per_s / 1e9, hw.peak_flops_f32 / 1e9,
                hw.peak_flops_int8 / 1e9, hw.efficiency.matmul.points.front().second,
                hw.efficiency.matmul.points.back().second, hw.efficiency.matmul.points.back().first,
+               result->measurements["overhead_fit"]["engine_scale"].get<double>(),
                hw.efficiency.step_overhead_s * 1e3, hw.efficiency.token_overhead_s * 1e6,
+               100.0 * result->measurements["overhead_fit"]["median_relative_error"].get<double>(),
                o.output_path.empty() ? "" : "; wrote ", o.output_path.c_str());
   return 0;
 }

@@ -10,9 +10,10 @@
 //      query at several context lengths, per KV dtype, as the roofline time of that read over
 //      the measured time (times the layers); and kernels::PagedPrefillAttention for chunks of
 //      several query rows after a cached context (f32 KV), the prefill curve;
-//   4. the engine's fixed costs: real EngineCore steps (decode batches, prefill chunks) on
-//      this model, minus what 1-3 predict for them, fitted by least squares as a cost per step
-//      plus a cost per computed token (norms, RoPE, activations, sampling, scheduling).
+//   4. the engine: real EngineCore steps (decode batches, prefill chunks) on this model,
+//      fitted (least squares in relative error) as a scale on what 1-3 predict (the kernels
+//      inside the engine against the kernels alone; every efficiency is divided by it) plus a
+//      cost per step and per computed token (norms, RoPE, activations, sampling, scheduling).
 // Every figure is the median of repeated runs. The result carries the raw measurements too.
 //
 // Not thread-safe: one profile at a time (it drives the model and the pool).

@@ -88,6 +88,9 @@ TEST_F(ProfileTest, MeasuresCeilingsEfficienciesAndOverheads) {
   EXPECT_GE(hw.efficiency.step_overhead_s, 0.0);
   EXPECT_GE(hw.efficiency.token_overhead_s, 0.0);
   EXPECT_EQ(result->measurements["engine_steps"].size(), 4u);
+  const double scale = result->measurements["overhead_fit"]["engine_scale"].get<double>();
+  EXPECT_GE(scale, 0.5);
+  EXPECT_LE(scale, 2.0);
   EXPECT_TRUE(cost::ValidateHardwareProfile(hw).ok());
 
   // The file form round-trips through the cost model's reader (measurements are carried).
