@@ -14,8 +14,9 @@
 #   mooncake       a slice of the Mooncake conversation trace (../shared/assets/traces), prompts
 #                  at --tokens-per-hash-id 16 (1/32 of their length), outputs at 1/8, arrivals
 #                  sped up so that requests queue (48 requests; 16 on llama-3.2-1b).
-# Every measurement is repeated --repeats times (default 3) and the median of each field is
-# compared: these machines are shared, and one run can be 20% off another.
+# Everything is repeated --repeats times (default 3): profile, then measure and predict each
+# workload with that profile; the medians of each field are compared. These machines are
+# shared, and a run can be 20% off one ten minutes later.
 # Usage: bench/validate_sim.sh [--models "smollm2-135m llama-3.2-1b"] [--threads 2]
 #                              [--repeats 3] [--out FILE.md] [--keep DIR]
 set -euo pipefail
@@ -90,15 +91,18 @@ EOF
 for model in $MODELS; do
   file=build/bench-models/$model-q8_0.gguf
   [[ -s "$file" ]] || { "$BIN" mkmodel --preset "$model" --dtype q8_0 --seed 0 -o "$file.tmp" && mv "$file.tmp" "$file"; }
-  log "profile $model ($THREADS threads)"
-  "$BIN" profile --model "$file" -t "$THREADS" -o "$RESULTS/profile-$model.json" 2>"$RESULTS/profile-$model.log"
-  tail -1 "$RESULTS/profile-$model.log" >&2
-  for workload in random shared-prefix mooncake; do
-    read -r -a flags <<<"$(workload_flags "$model" "$workload")"
-    bench_flags=("${flags[@]/--TRACE/--dataset-path}")
-    sim_flags=("${flags[@]/--TRACE/--trace}")
-    for rep in $(seq 1 "$REPEATS"); do
-      log "$model $workload: measure ($rep / $REPEATS)"
+  # Each repeat profiles the machine, then measures and predicts every workload with that
+  # profile: a prediction is paired with a profile taken minutes, not a quarter hour, before.
+  for rep in $(seq 1 "$REPEATS"); do
+    log "profile $model ($THREADS threads, $rep / $REPEATS)"
+    profile="$RESULTS/profile-$model-$rep.json"
+    "$BIN" profile --model "$file" -t "$THREADS" -o "$profile" 2>"$RESULTS/profile-$model-$rep.log"
+    tail -1 "$RESULTS/profile-$model-$rep.log" >&2
+    for workload in random shared-prefix mooncake; do
+      read -r -a flags <<<"$(workload_flags "$model" "$workload")"
+      bench_flags=("${flags[@]/--TRACE/--dataset-path}")
+      sim_flags=("${flags[@]/--TRACE/--trace}")
+      log "$model $workload: measure and predict ($rep / $REPEATS)"
       "$BIN" serve --model "$file" --port "$PORT" --threads "$THREADS" "${ENGINE_FLAGS[@]}" \
         --served-model-name "$model" >"$RESULTS/serve-$model-$workload-$rep.log" 2>&1 &
       pid=$!
@@ -107,11 +111,10 @@ for model in $MODELS; do
         --result-file "$RESULTS/measured-$model-$workload-$rep.json" \
         >"$RESULTS/measured-$model-$workload-$rep.txt"
       kill -TERM $pid; wait $pid || true
+      "$BIN" sim --model "$file" --hardware "$profile" "${ENGINE_FLAGS[@]}" \
+        "${sim_flags[@]}" --result-file "$RESULTS/predicted-$model-$workload-$rep.json" \
+        >"$RESULTS/predicted-$model-$workload-$rep.txt"
     done
-    log "$model $workload: predict"
-    "$BIN" sim --model "$file" --hardware "$RESULTS/profile-$model.json" "${ENGINE_FLAGS[@]}" \
-      "${sim_flags[@]}" --result-file "$RESULTS/predicted-$model-$workload.json" \
-      >"$RESULTS/predicted-$model-$workload.txt"
   done
 done
 
@@ -122,7 +125,7 @@ fields = [("output tok/s", lambda r: r["output_throughput_tokens_per_s"]),
           ("TTFT median ms", lambda r: r["ttft"]["median_ms"]),
           ("TPOT median ms", lambda r: r["tpot"]["median_ms"])]
 errors = {name: [] for name, _ in fields}
-print(f"Measured: median of {repeats} run(s) of bench serve on kvserve serve; predicted: kvserve sim.")
+print(f"Median of {repeats} repeat(s), each a fresh kvserve profile, then per workload bench serve on kvserve serve (measured) and kvserve sim with that profile (predicted).")
 print()
 print("| model | workload | " + " | ".join(f"{n}: measured / predicted (error)" for n, _ in fields) + " |")
 print("|---|---|" + "---|" * len(fields))
@@ -130,10 +133,12 @@ for model in models:
     for workload in ["random", "shared-prefix", "mooncake"]:
         ms = [json.load(open(os.path.join(results, f"measured-{model}-{workload}-{r}.json")))
               for r in range(1, repeats + 1)]
-        p = json.load(open(os.path.join(results, f"predicted-{model}-{workload}.json")))
+        ps = [json.load(open(os.path.join(results, f"predicted-{model}-{workload}-{r}.json")))
+              for r in range(1, repeats + 1)]
         cells = []
         for name, get in fields:
-            mv, pv = statistics.median(get(m) for m in ms), get(p)
+            mv = statistics.median(get(m) for m in ms)
+            pv = statistics.median(get(p) for p in ps)
             err = (pv - mv) / mv if mv else float("nan")
             errors[name].append(abs(err))
             cells.append(f"{mv:.1f} / {pv:.1f} ({100 * err:+.0f}%)")
