@@ -267,7 +267,16 @@ std::string FormatSearchText(const SearchResult& r, const SearchOptions& o) {
   if (r.cheapest_miss >= 0) {
     out += "\ncheapest that misses: " + line(r.candidates[static_cast<size_t>(r.cheapest_miss)]);
   }
-  out += StrFormat("\n%zu candidates replayed\n", r.candidates.size());
+  std::vector<int64_t> counts;
+  for (const SearchCandidate& c : r.candidates) {
+    if (std::find(counts.begin(), counts.end(), c.replicas) == counts.end()) counts.push_back(c.replicas);
+  }
+  std::sort(counts.begin(), counts.end());
+  std::string listed;
+  for (int64_t n : counts) listed += (listed.empty() ? "" : ", ") + std::to_string(n);
+  out += StrFormat("\n%zu candidates listed, at %s replica(s); every configuration on fewer "
+                   "replicas missed the targets\n",
+                   r.candidates.size(), listed.c_str());
   return out;
 }
 
