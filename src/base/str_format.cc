@@ -49,4 +49,19 @@ std::string HumanBytes(int64_t bytes) {
   return StrFormat("%.*f %s", v < 10 ? 2 : 1, v, units[u]);
 }
 
+std::string HtmlEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&#34;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out.push_back(c);
+    }
+  }
+  return out;
+}
+
 }  // namespace kvserve

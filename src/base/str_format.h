@@ -15,4 +15,8 @@ std::string HumanCount(int64_t count);
 // "512 B", "1.50 KB", "34.5 MB", "1.23 GB" (powers of 1024; two decimals below 10).
 std::string HumanBytes(int64_t bytes);
 
+// Escapes & < > " ' as markupsafe (jinja2's escape filter) does: &amp; &lt; &gt; &#34; &#39;.
+// Safe in HTML and XML text and attribute values.
+std::string HtmlEscape(const std::string& s);
+
 }  // namespace kvserve

@@ -30,5 +30,11 @@ TEST(StrFormatTest, HumanBytesUsesPowersOf1024) {
   EXPECT_EQ(HumanBytes(int64_t{2048} << 40), "2048.0 TB");
 }
 
+TEST(StrFormatTest, HtmlEscapeAsMarkupsafe) {
+  EXPECT_EQ(HtmlEscape(R"(<a href="x">Tom & 'Jerry'</a>)"),
+            "&lt;a href=&#34;x&#34;&gt;Tom &amp; &#39;Jerry&#39;&lt;/a&gt;");
+  EXPECT_EQ(HtmlEscape("plain"), "plain");
+}
+
 }  // namespace
 }  // namespace kvserve

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/str_format.h"
 #include "chat/jinja.h"
 
 namespace kvserve::jinja::internal {
@@ -53,8 +54,8 @@ std::string Replace(const std::string& s, const std::string& from, const std::st
                     int64_t count);
 // str.split() on whitespace with maxsplit (< 0: no limit).
 std::vector<std::string> SplitWs(const std::string& s, int64_t maxsplit);
-// Escapes & < > " ' as jinja2's escape filter (markupsafe) does.
-std::string HtmlEscape(const std::string& s);
+// Jinja's escape filter is base's HtmlEscape (markupsafe's five characters).
+using ::kvserve::HtmlEscape;
 // printf-style formatting ("%s" % x, "%s"|format(x)): %s %r %d %i %f %x %% with optional
 // width/precision.
 StatusOr<std::string> PercentFormat(const std::string& fmt, const std::vector<Value>& args);

@@ -282,21 +282,6 @@ StatusOr<int64_t> IntArg(const Value* v, int64_t def, const char* what) {
   return v->int_value();
 }
 
-std::string HtmlEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out.push_back(c);
-    }
-  }
-  return out;
-}
-
 // printf-style formatting ("%s" % x, "%s"|format(x)): %s %r %d %i %f %x %% with optional
 // width/precision.
 StatusOr<std::string> PercentFormat(const std::string& fmt, const std::vector<Value>& args) {

@@ -17,21 +17,13 @@ constexpr double kLeft = 70, kRight = 20, kTop = 40, kBottom = 90;
 constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                    "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
 
+// Text for SVG: HtmlEscape, without the control characters XML 1.0 does not allow.
 std::string Escape(const std::string& s) {
-  std::string out;
+  std::string kept;
   for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default:
-        // Control characters are not allowed in XML 1.0 text.
-        if (static_cast<unsigned char>(c) >= 0x20 || c == '\n' || c == '\t') out += c;
-    }
+    if (static_cast<unsigned char>(c) >= 0x20 || c == '\n' || c == '\t') kept += c;
   }
-  return out;
+  return HtmlEscape(kept);
 }
 
 std::string Number(double v) {
