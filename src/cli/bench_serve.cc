@@ -89,10 +89,8 @@ int RunBenchServe(BenchServeFlags flags) {
   if (!flags.result_file.empty()) {
     const nlohmann::json j =
         loadgen::BenchResultFileJson(*result, summary, f, *resolved, NowIso8601());
-    std::ofstream out(flags.result_file);
-    out << j.dump(2) << "\n";
-    out.close();
-    if (!out) return ReportError(DataLossError("cannot write --result-file " + flags.result_file));
+    const Status written = WriteOutputFile("--result-file", flags.result_file, j.dump(2) + "\n");
+    if (!written.ok()) return ReportError(written);
     std::fprintf(stderr, "bench serve: results written to %s\n", flags.result_file.c_str());
   }
   return summary.num_successful == 0 ? 1 : 0;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <ctime>
 #include <filesystem>
 
@@ -17,6 +18,14 @@ std::string NowIso8601() {
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
+}
+
+Status WriteOutputFile(const std::string& flag, const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) return DataLossError("cannot write " + flag + " " + path);
+  return OkStatus();
 }
 
 int ReportError(const Status& status) {

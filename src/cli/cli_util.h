@@ -28,6 +28,10 @@ namespace kvserve::cli {
 // Prints "error: <message>" on stderr and returns the process exit status to use (1).
 int ReportError(const Status& status);
 
+// Writes `text` to the file at `path` for the flag `flag` ("--plot", "--result-file"):
+// DataLoss "cannot write FLAG PATH" when it cannot be written.
+Status WriteOutputFile(const std::string& flag, const std::string& path, const std::string& text);
+
 // The current UTC time as "2026-12-03T21:40:00Z" (result files' "date").
 std::string NowIso8601();
 

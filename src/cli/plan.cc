@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 
 #include "base/str_format.h"
@@ -70,10 +69,8 @@ int RunStack(const PlanCommandOptions& o, const plan::PlanModel& model) {
       o.format == "json" ? plan::FormatStackJson(*stack) : plan::FormatStackText(*stack);
   std::fwrite(text.data(), 1, text.size(), stdout);
   if (!o.plot_path.empty()) {
-    std::ofstream out(o.plot_path);
-    out << plan::StackPlotSvg(*stack);
-    out.close();
-    if (!out) return ReportError(DataLossError("cannot write --plot " + o.plot_path));
+    const Status written = WriteOutputFile("--plot", o.plot_path, plan::StackPlotSvg(*stack));
+    if (!written.ok()) return ReportError(written);
     std::fprintf(stderr, "plan: plot written to %s\n", o.plot_path.c_str());
   }
   return 0;

@@ -2,7 +2,6 @@
 // the kv_sim library (sim/sim.h; the prediction of bench serve: sim/serving.h).
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,10 +42,7 @@ struct SimCommandFlags {
 
 // --plot: writes `svg` to the file.
 int WritePlot(const std::string& path, const std::string& svg) {
-  std::ofstream out(path);
-  out << svg;
-  out.close();
-  if (!out) return ReportError(DataLossError("cannot write --plot " + path));
+  if (const Status s = WriteOutputFile("--plot", path, svg); !s.ok()) return ReportError(s);
   std::fprintf(stderr, "sim: plot written to %s\n", path.c_str());
   return 0;
 }
@@ -110,10 +106,8 @@ int RunServing(SimCommandFlags f) {
     if (const int rc = WritePlot(f.plot_path, sim::ServingPlotSvg(*result, o)); rc != 0) return rc;
   }
   if (!f.result_file.empty()) {
-    std::ofstream out(f.result_file);
-    out << doc.dump(2) << "\n";
-    out.close();
-    if (!out) return ReportError(DataLossError("cannot write --result-file " + f.result_file));
+    const Status written = WriteOutputFile("--result-file", f.result_file, doc.dump(2) + "\n");
+    if (!written.ok()) return ReportError(written);
     std::fprintf(stderr, "sim: results written to %s\n", f.result_file.c_str());
   }
   return 0;
