@@ -9,7 +9,9 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/model_setup.h"
+#include "cost/step_log.h"
 #include "plan/plan_model.h"
+#include "profile/step_fit.h"
 #include "profile/profile.h"
 #include "kernels/kernels.h"
 
@@ -22,7 +24,51 @@ struct ProfileCommandOptions {
   std::string name;
   int threads = 0;
   int repetitions = 5;
+  std::string refit_path;     // --refit: a profile to fit again to --step-log's steps
+  std::string step_log_path;  // --step-log
 };
+
+// Writes `j` to `path` (stdout for "" or "-").
+Status WriteJson(const nlohmann::json& j, const std::string& path) {
+  const std::string text = j.dump(2) + "\n";
+  if (path.empty() || path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return OkStatus();
+  }
+  return WriteOutputFile("--output", path, text);
+}
+
+// --refit: no measuring; the engine terms of an existing profile fitted to a served step log.
+int RunRefit(const ProfileCommandOptions& o, const plan::PlanModel& shape) {
+  if (o.step_log_path.empty()) {
+    return ReportError(InvalidArgumentError("profile --refit needs --step-log FILE (written by "
+                                            "`kvserve serve --step-log FILE`)"));
+  }
+  StatusOr<nlohmann::json> base = cost::ReadHardwareProfileFile("--refit", o.refit_path);
+  if (!base.ok()) return ReportError(base.status());
+  StatusOr<cost::StepLog> log = cost::ReadStepLog(o.step_log_path);
+  if (!log.ok()) return ReportError(log.status());
+  StatusOr<profile::ProfileResult> result =
+      profile::RefitToStepLog(*base, shape, *log, o.step_log_path);
+  if (!result.ok()) return ReportError(result.status());
+  if (!o.name.empty()) result->profile.name = o.name;
+  Status written = WriteJson(profile::ProfileToJson(*result), o.output_path);
+  if (!written.ok()) return ReportError(written);
+  const nlohmann::json& fit = result->measurements["served_step_fit"];
+  const cost::Efficiency& e = result->profile.efficiency;
+  std::fprintf(stderr,
+               "profile: refitted to %lld served steps: %.2f x the profile's rooflines + %.2f "
+               "ms/step + %.1f us/token; median step error %.0f%% -> %.0f%%, total time "
+               "predicted / measured %.2f -> %.2f%s%s\n",
+               static_cast<long long>(log->steps.size()), fit["engine_scale"].get<double>(),
+               e.step_overhead_s * 1e3, e.token_overhead_s * 1e6,
+               100.0 * fit["median_relative_error_before"].get<double>(),
+               100.0 * fit["median_relative_error"].get<double>(),
+               fit["predicted_over_measured_total_before"].get<double>(),
+               fit["predicted_over_measured_total"].get<double>(),
+               o.output_path.empty() ? "" : "; wrote ", o.output_path.c_str());
+  return 0;
+}
 
 int RunProfileCommand(const ProfileCommandOptions& o) {
   if (o.model_path.empty()) {
@@ -33,6 +79,10 @@ int RunProfileCommand(const ProfileCommandOptions& o) {
   if (o.repetitions < 1) return ReportError(InvalidArgumentError("--repetitions must be >= 1"));
   StatusOr<plan::PlanModel> shape = plan::LoadPlanModel(o.model_path);
   if (!shape.ok()) return ReportError(shape.status());
+  if (!o.refit_path.empty()) return RunRefit(o, *shape);
+  if (!o.step_log_path.empty()) {
+    return ReportError(InvalidArgumentError("--step-log goes with --refit PROFILE.json"));
+  }
   CommandModelOptions model_options;
   model_options.model_path = o.model_path;
   StatusOr<CommandModel> model = LoadCommandModel(model_options);
@@ -70,14 +120,8 @@ int RunProfileCommand(const ProfileCommandOptions& o) {
       profile::ProfileMachine(*model->model, *shape, &pool, options);
   if (line) line->Finish();
   if (!result.ok()) return ReportError(result.status());
-  const std::string text = profile::ProfileToJson(*result).dump(2) + "\n";
-  if (o.output_path.empty() || o.output_path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-  } else {
-    std::ofstream out(o.output_path, std::ios::binary);
-    out << text;
-    if (!out) return ReportError(InvalidArgumentError("cannot write " + o.output_path));
-  }
+  Status written = WriteJson(profile::ProfileToJson(*result), o.output_path);
+  if (!written.ok()) return ReportError(written);
   const cost::HardwareProfile& hw = result->profile;
   std::fprintf(stderr,
                "profile: read %.1f GB/s, f32 FMA %.0f GFLOP/s, int8 dot %.0f GOP/s; matmul "
@@ -109,6 +153,12 @@ void AddProfileCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("-t,--threads", opts->threads, "Threads (default: all hardware threads)");
   cmd->add_option("--repetitions", opts->repetitions, "Runs per measurement (median)")
       ->capture_default_str();
+  cmd->add_option("--refit", opts->refit_path,
+                  "Measure nothing: fit this profile's engine terms (the scale on the kernels' "
+                  "rooflines, the per-step and per-token costs) again to the steps of "
+                  "--step-log, a `kvserve serve --step-log` run of the same model and threads");
+  cmd->add_option("--step-log", opts->step_log_path,
+                  "The served steps --refit fits to (JSON lines from `kvserve serve --step-log`)");
   cmd->callback([opts, exit_code]() { *exit_code = RunProfileCommand(*opts); });
 }
 

@@ -22,6 +22,7 @@
 #include "cli/kv_flags.h"
 #include "cli/model_setup.h"
 #include "cli/scheduler_flags.h"
+#include "cost/step_log.h"
 #include "kernels/kernels.h"
 #include "model/llama.h"
 #include "model/synthetic.h"
@@ -66,6 +67,7 @@ struct ServeOptions {
   // KV tiers beyond memory: --kv-offload-dir/--kv-offload-bytes (disk), --kv-redis.
   KvTierFlags kv_tiers;
   std::string kv_offload_bytes;  // parsed into kv_tiers.offload_bytes ("64G", "512MiB")
+  std::string step_log_path;     // --step-log: every engine step and its seconds; empty: off
 };
 
 
@@ -113,6 +115,7 @@ struct GeneratorStack {
   std::unique_ptr<toolcall::ToolCallParser> tool_call_parser;
   std::shared_ptr<KvEventPublisher> kv_events;  // fed by the engine: outlives it
   std::unique_ptr<KvTierManager> kv_tiers;      // used by the engine: outlives it
+  std::unique_ptr<cost::StepLogWriter> step_log;  // written by the engine: outlives it
   std::unique_ptr<Engine> engine;
   std::string banner;  // the "serve: model ..." line
 };
@@ -235,6 +238,26 @@ Status SetUpGenerator(const ServeOptions& o, CommandModel loaded, int threads, S
     eo.on_kv_events = [pub = g->kv_events.get()](std::vector<KvCacheEvent> events) {
       pub->Publish(std::move(events));
     };
+  }
+  if (!o.step_log_path.empty()) {
+    cost::StepLogHeader header;
+    header.model = model_name;
+    header.kv_cache_dtype = DTypeName(g->kv->spec.dtype);
+    header.block_size = g->kv->spec.block_size;
+    header.threads = threads;
+    header.simd_level = kernels::SimdLevelName();
+    auto writer = cost::StepLogWriter::Open(o.step_log_path, header);
+    if (!writer.ok()) return writer.status();
+    g->step_log = std::move(writer).value();
+    eo.on_step = [log = g->step_log.get()](const EngineCoreStep& step, double seconds) {
+      cost::LoggedStep logged{seconds, {}};
+      for (const ScheduledWork& w : step.work) {
+        logged.seqs.push_back({w.num_kv_slots, w.num_new_tokens, w.samples});
+      }
+      log->Write(logged);
+    };
+    std::fprintf(stderr, "serve: step log: %s (every engine step and its seconds, for "
+                 "`kvserve profile --refit`)\n", o.step_log_path.c_str());
   }
   auto engine = Engine::Create(eo, g->model.get(), &*g->kv, g->pool.get());
   if (!engine.ok()) return engine.status();
@@ -527,6 +550,11 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                   "such as '{\"enable_kv_cache_events\": true, \"endpoint\": \"tcp://*:5557\", "
                   "\"topic\": \"kv@pod@model\", \"replay_endpoint\": \"tcp://*:5558\"}' "
                   "(ZeroMQ PUB, msgpack; see docs/kv-events.md)");
+  cmd->add_option("--step-log", o->step_log_path,
+                  "Write every engine step to this file as JSON lines: each scheduled request's "
+                  "KV slots, new tokens and whether it sampled, and the step's seconds; "
+                  "`kvserve profile --refit PROFILE --step-log FILE` fits a profile to them "
+                  "(see docs/cost.md)");
   cmd->add_option("--kv-offload-dir", o->kv_tiers.offload_dir,
                   "Disk tier: keep every full KV block of the prefix cache in this folder too "
                   "(stored dtype, checksummed, keyed by the model's fingerprint), so blocks "

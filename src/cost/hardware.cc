@@ -320,6 +320,24 @@ json HardwareProfileToJson(const HardwareProfile& p) {
               {"efficiency", e}};
 }
 
+StatusOr<nlohmann::json> ReadHardwareProfileFile(const std::string& flag, const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    return NotFoundError(flag + ": cannot open '" + path + "'");
+  }
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec || size > (16u << 20)) {
+    return InvalidArgumentError(flag + ": '" + path + "' is not a file of at most 16 MiB");
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) return NotFoundError(flag + ": cannot read '" + path + "'");
+  json j = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgumentError(flag + ": '" + path + "' is not valid JSON");
+  return j;
+}
+
 StatusOr<HardwareProfile> ResolveHardwareProfile(const std::string& value) {
   for (const std::string& n : HardwareProfileNames()) {
     if (value == n) return BuiltinHardwareProfile(value);
@@ -328,17 +346,7 @@ StatusOr<HardwareProfile> ResolveHardwareProfile(const std::string& value) {
   const bool is_file = std::filesystem::is_regular_file(value, ec);
   const bool looks_like_file = value.size() > 5 && value.substr(value.size() - 5) == ".json";
   if (!is_file && !looks_like_file) return BuiltinHardwareProfile(value);  // the name error
-  if (!is_file) return NotFoundError("--hardware: cannot open '" + value + "'");
-  const auto size = std::filesystem::file_size(value, ec);
-  if (ec || size > (16u << 20)) {
-    return InvalidArgumentError("--hardware: '" + value + "' is not a file of at most 16 MiB");
-  }
-  std::ifstream in(value, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) return NotFoundError("--hardware: cannot read '" + value + "'");
-  json j = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return InvalidArgumentError("--hardware: '" + value + "' is not valid JSON");
+  KV_ASSIGN_OR_RETURN(json j, ReadHardwareProfileFile("--hardware", value));
   return HardwareProfileFromJson(j, "--hardware '" + value + "'");
 }
 

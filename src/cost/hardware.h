@@ -89,6 +89,10 @@ StatusOr<HardwareProfile> BuiltinHardwareProfile(const std::string& name);
 StatusOr<HardwareProfile> HardwareProfileFromJson(const nlohmann::json& j, const std::string& origin);
 nlohmann::json HardwareProfileToJson(const HardwareProfile& profile);
 
+// A profile file's JSON (at most 16 MiB), as written, measurements included; `flag` names it
+// in errors ("--hardware", "--refit"). NotFound / InvalidArgument naming the file.
+StatusOr<nlohmann::json> ReadHardwareProfileFile(const std::string& flag, const std::string& path);
+
 // `--hardware VALUE`: a built-in name, else a JSON file's path (a value ending in ".json" or
 // naming an existing file). Errors say which was tried.
 StatusOr<HardwareProfile> ResolveHardwareProfile(const std::string& value);

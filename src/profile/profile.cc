@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "base/percentile.h"
 #include "base/system_memory.h"
+#include "profile/step_fit.h"
 #include "kernels/ceiling.h"
 #include "kernels/kernels.h"
 #include "kernels/paged_attention.h"
@@ -31,15 +33,6 @@ using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-double ClampFraction(double f) { return std::clamp(std::isfinite(f) ? f : 1.0, 0.01, 1.5); }
 
 // The CPU's model name from /proc/cpuinfo ("AMD EPYC 9454"), or "CPU".
 std::string CpuModelName() {
@@ -75,7 +68,7 @@ double TimeMedian(Fn&& fn, int repetitions, double min_seconds = 0.02) {
     } while (elapsed < min_seconds);
     per_call.push_back(elapsed / calls);
   }
-  return Median(per_call);
+  return Percentile(per_call, 50.0);
 }
 
 // A deployment of the model on `hardware` with every efficiency 1 and no overheads: the pure
@@ -160,84 +153,6 @@ std::unique_ptr<PagedKvData> RandomPagedKv(DType dtype, int64_t num_kv_heads, in
     kv.k_token_scales = kv.v_token_scales = data->token_scales.data();
   }
   return data;
-}
-
-// Least squares y = a + b x with a, b >= 0 (a coefficient that fits negative is set to 0 and
-// the other refitted alone).
-std::pair<double, double> FitNonNegativeLine(const std::vector<double>& x,
-                                             const std::vector<double>& y) {
-  const double n = static_cast<double>(x.size());
-  if (x.empty()) return {0.0, 0.0};
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    sx += x[i];
-    sy += y[i];
-    sxx += x[i] * x[i];
-    sxy += x[i] * y[i];
-  }
-  const double det = n * sxx - sx * sx;
-  double a = 0.0, b = 0.0;
-  if (det > 0) {
-    b = (n * sxy - sx * sy) / det;
-    a = (sy - b * sx) / n;
-  }
-  if (det <= 0 || b < 0) {
-    b = 0.0;
-    a = std::max(0.0, sy / n);
-  } else if (a < 0) {
-    a = 0.0;
-    b = sxx > 0 ? std::max(0.0, sxy / sxx) : 0.0;
-  }
-  return {a, b};
-}
-
-// The engine steps as scale x the kernels' rooflines (their efficiencies measured alone) plus
-// a cost per step and per token: inside the engine the kernels share caches and threads with
-// the rest of the step, and a microbenchmark of a few milliseconds on a shared machine can
-// catch a quiet moment. Least squares in relative error (a 5 ms decode counts as much as a
-// 100 ms prefill) over scale in [0.5, 2] by steps of 0.01, with the overheads >= 0 fitted to
-// what the scaled rooflines leave.
-struct EngineFit {
-  double scale = 1.0;
-  double step_s = 0.0;
-  double token_s = 0.0;
-  double median_relative_error = 0.0;
-};
-
-EngineFit FitEngineSteps(const std::vector<double>& tokens, const std::vector<double>& measured_s,
-                         const std::vector<double>& roofline_s) {
-  EngineFit best;
-  double best_error = std::numeric_limits<double>::max();
-  for (int i = 50; i <= 200; ++i) {
-    const double scale = i / 100.0;
-    std::vector<double> residual(measured_s.size());
-    for (size_t k = 0; k < residual.size(); ++k) residual[k] = measured_s[k] - scale * roofline_s[k];
-    const auto [a, b] = FitNonNegativeLine(tokens, residual);
-    double error = 0.0;
-    std::vector<double> relative;
-    for (size_t k = 0; k < residual.size(); ++k) {
-      const double predicted = scale * roofline_s[k] + a + b * tokens[k];
-      const double r = (predicted - measured_s[k]) / measured_s[k];
-      error += r * r;
-      relative.push_back(std::fabs(r));
-    }
-    if (error < best_error) {
-      best_error = error;
-      best = {scale, a, b, relative.empty() ? 0.0 : Median(relative)};
-    }
-  }
-  return best;
-}
-
-// Multiplies every efficiency fraction by `factor` (clamped to ClampFraction's range).
-void ScaleEfficiencies(double factor, cost::Efficiency* e) {
-  const auto scale = [&](cost::EfficiencyCurve* c) {
-    for (auto& [x, f] : c->points) f = ClampFraction(f * factor);
-  };
-  scale(&e->matmul);
-  scale(&e->attention_default);
-  scale(&e->prefill_attention);
-  for (auto& [dtype, curve] : e->attention) scale(&curve);
 }
 
 // A run of one engine for the overhead fit.
@@ -517,10 +432,10 @@ StatusOr<ProfileResult> ProfileMachine(LlamaModel& model, const plan::PlanModel&
         times.push_back(Seconds(start, Clock::now()));
       }
       while (engine.core->has_unfinished()) engine.core->step();
-      rounds.push_back(Median(times));
+      rounds.push_back(Percentile(times, 50.0));
     }
     const int64_t mid_context = kPromptTokens + kDecodeSteps / 2;
-    record("decode", batch, Median(rounds),
+    record("decode", batch, Percentile(rounds, 50.0),
            std::vector<cost::StepSeq>(batch, cost::StepSeq{mid_context, 1, true}));
   }
   for (int64_t tokens : options.prefill_tokens) {
@@ -537,9 +452,9 @@ StatusOr<ProfileResult> ProfileMachine(LlamaModel& model, const plan::PlanModel&
         if (r > 0) times.push_back(s);  // the first warms the workspace
         while (engine.core->has_unfinished()) engine.core->step();
       }
-      rounds.push_back(Median(times));
+      rounds.push_back(Percentile(times, 50.0));
     }
-    record("prefill", tokens, Median(rounds), {cost::StepSeq{0, tokens, true}});
+    record("prefill", tokens, Percentile(rounds, 50.0), {cost::StepSeq{0, tokens, true}});
   }
   progress("engine", num_engine, num_engine);
   const EngineFit fit = FitEngineSteps(fit_tokens, fit_measured_s, fit_roofline_s);

@@ -183,6 +183,7 @@ void Engine::loop() {
       commands.swap(inbox_->commands);
       stopping = inbox_->stopping;
     }
+    const EngineClock::time_point pass_start = EngineClock::now();
     for (Command& c : commands) handle(c);
     if (!commands.empty()) publish_stats();  // aborts change the cache without a step
     if (stopping) {
@@ -193,7 +194,7 @@ void Engine::loop() {
       inbox_->idle_cv.notify_all();
       return;
     }
-    if (core_->has_unfinished()) step();
+    if (core_->has_unfinished()) step(pass_start);
   }
 }
 
@@ -243,7 +244,7 @@ void Engine::handle(Command& c) {
   live_.emplace(c.id, std::move(live));
 }
 
-void Engine::step() {
+void Engine::step(EngineClock::time_point pass_start) {
   EngineCoreStep st = core_->step();
   if (st.scheduled_ids.empty()) {
     // Nothing fits now (should not happen: the scheduler guarantees one full sequence fits).
@@ -267,6 +268,9 @@ void Engine::step() {
     }
   }
   publish_stats();
+  if (options_.on_step) {
+    options_.on_step(st, std::chrono::duration<double>(EngineClock::now() - pass_start).count());
+  }
 }
 
 void Engine::publish(const RequestOutput& out) {

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -40,6 +41,10 @@ struct EngineOptions : EngineCoreOptions {
   // <|python_tag|> or [TOOL_CALLS], which the tool-call parsers read); other control tokens
   // have no text.
   std::vector<TokenId> detokenize_special_ids;
+  // Called on the engine thread after every step that ran (`serve --step-log`) with the step
+  // and its seconds: from the start of the loop pass (taking in new requests and aborts) to
+  // its outputs published, the cadence a simulated clock must reproduce. Must return quickly.
+  std::function<void(const EngineCoreStep&, double seconds)> on_step;
 };
 
 // One piece of a request's output, as the engine published it after a step.
@@ -197,7 +202,7 @@ class Engine {
   Engine(const EngineOptions& options, PagedKvCache* kv, std::unique_ptr<EngineCore> core);
   void loop();
   void handle(engine_internal::Command& c);
-  void step();
+  void step(EngineClock::time_point pass_start);
   // An engine that stopped with requests left ends them with kAbort.
   void abort_all(const std::string& why);
   // Publishes a scheduler RequestOutput (text, stop strings); may finish the request.

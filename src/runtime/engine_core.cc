@@ -100,7 +100,13 @@ EngineCoreStep EngineCore::step() {
   result.scheduled_time = std::chrono::steady_clock::now();
   result.num_scheduled_tokens = out.num_scheduled_tokens;
   if (out.seqs.empty()) return result;
-  for (const ScheduledSeq& s : out.seqs) result.scheduled_ids.push_back(s.id);
+  for (const ScheduledSeq& s : out.seqs) {
+    result.scheduled_ids.push_back(s.id);
+    const Request* r = scheduler_->request(s.id);
+    result.work.push_back({.num_kv_slots = r != nullptr ? r->num_kv_slots() : s.num_computed_tokens,
+                           .num_new_tokens = s.num_new_tokens,
+                           .samples = s.samples});
+  }
   StatusOr<ModelOutput> model = runner_->execute(out, *scheduler_, *kv_);
   if (model.ok()) {
     result.outputs = scheduler_->update(out, *model);

@@ -50,6 +50,15 @@ struct EngineCoreOptions {
   std::chrono::milliseconds kv_tier_load_timeout{2000};
 };
 
+// The work one scheduled request put in a step, as the cost model times it (cost::StepSeq):
+// the KV slots attention reads (its computed tokens, fewer once token eviction compacted it),
+// the tokens computed, and whether it samples.
+struct ScheduledWork {
+  int64_t num_kv_slots = 0;
+  int64_t num_new_tokens = 0;
+  bool samples = false;
+};
+
 // What one step() did.
 struct EngineCoreStep {
   // Requests scheduled in this step (their first step marks when they left the queue).
@@ -59,6 +68,7 @@ struct EngineCoreStep {
   std::vector<RequestOutput> outputs;
   int64_t num_scheduled_tokens = 0;
   std::chrono::steady_clock::time_point scheduled_time;  // after schedule(), before the run
+  std::vector<ScheduledWork> work;  // one per scheduled request, in scheduled_ids' order
 };
 
 // Owns the KvCacheManager (the only owner of KV block ids: nothing else allocates from the

@@ -319,5 +319,43 @@ TEST_F(EngineTest, ManyRequestsUnderPressureAllFinishAndStatsAddUp) {
   EXPECT_GT(st.num_steps, 0);
 }
 
+TEST_F(EngineTest, OnStepSeesEveryStepsWorkAndItsSeconds) {
+  // What `serve --step-log` records: per step, each scheduled request's KV slots, new tokens
+  // and whether it sampled; the work adds up to the prompts and outputs.
+  struct Seen {
+    int64_t steps = 0, prompt_and_output_tokens = 0, sampled = 0, max_slots = 0;
+    bool all_timed = true, aligned = true;
+  };
+  auto seen = std::make_shared<Seen>();  // the engine thread writes, read after idle
+  EngineOptions o = Options();
+  o.enable_prefix_caching = false;  // the prompts share a prefix: count every token computed
+  o.on_step = [seen](const EngineCoreStep& step, double seconds) {
+    ++seen->steps;
+    seen->all_timed = seen->all_timed && seconds > 0.0 && seconds < 60.0;
+    seen->aligned = seen->aligned && step.work.size() == step.scheduled_ids.size();
+    for (const ScheduledWork& w : step.work) {
+      seen->prompt_and_output_tokens += w.num_new_tokens;
+      seen->sampled += w.samples ? 1 : 0;
+      seen->max_slots = std::max(seen->max_slots, w.num_kv_slots);
+    }
+  };
+  Start(o);
+  std::vector<std::unique_ptr<RequestStream>> streams;
+  for (int i = 0; i < 3; ++i) {
+    auto s = engine_->submit(Greedy(6, 20 + 10 * i));
+    ASSERT_TRUE(s.ok());
+    streams.push_back(std::move(s).value());
+  }
+  for (auto& s : streams) EXPECT_EQ(Collect(s.get()).ids.size(), 6u);
+  const EngineStats st = engine_->wait_until_idle();
+  EXPECT_EQ(seen->steps, st.num_steps);
+  EXPECT_TRUE(seen->all_timed);
+  EXPECT_TRUE(seen->aligned);
+  // Prompts 20 + 30 + 40, then 5 more tokens each computed after the first sampled one.
+  EXPECT_EQ(seen->prompt_and_output_tokens, 90 + 3 * 5);
+  EXPECT_EQ(seen->sampled, 3 * 6);
+  EXPECT_EQ(seen->max_slots, 40 + 4);  // the longest request before its last computed token
+}
+
 }  // namespace
 }  // namespace kvserve
