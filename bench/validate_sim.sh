@@ -58,19 +58,20 @@ ENGINE_FLAGS=(--max-num-seqs 16 --max-model-len 2048 --kv-cache-memory 512MiB)
 workload_flags() {  # model workload
   local model=$1 workload=$2 scale=1
   [[ $model == llama-3.2-1b ]] && scale=4
+  # Arrival rates for 2 threads, scaled to --threads (near capacity either way).
   case $workload in
     calibration)
       echo "--dataset-name random --num-prompts $((48 / (scale / 2 + 1))) --random-input-len 384" \
            "--random-output-len 48 --random-range-ratio 0.8 --max-concurrency 8 --seed 9" ;;
     random)
       echo "--dataset-name random --num-prompts $((64 / scale)) --random-input-len 256" \
-           "--random-output-len 64 --random-range-ratio 0.5 --request-rate $(python3 -c "print(6 / $scale)") --seed 1" ;;
+           "--random-output-len 64 --random-range-ratio 0.5 --request-rate $(python3 -c "print(6 * $THREADS / 2 / $scale)") --seed 1" ;;
     shared-prefix)
       echo "--dataset-name shared-prefix --sp-num-groups 4 --sp-prompts-per-group $((16 / (scale / 2 + 1)))" \
            "--sp-system-prompt-len 512 --sp-question-len 64 --sp-output-len 48 --max-concurrency 8 --seed 2" ;;
     mooncake)
       echo "--dataset-name mooncake --TRACE $RESULTS/mooncake-slice.jsonl --tokens-per-hash-id 16" \
-           "--num-prompts $((48 / (scale / 2 + 1))) --trace-time-scale $(python3 -c "print(0.25 * $scale)")" ;;
+           "--num-prompts $((48 / (scale / 2 + 1))) --trace-time-scale $(python3 -c "print(0.25 * $scale * 2 / $THREADS)")" ;;
   esac
 }
 
@@ -112,11 +113,10 @@ for model in $MODELS; do
       read -r -a flags <<<"$(workload_flags "$model" "$workload")"
       bench_flags=("${flags[@]/--TRACE/--dataset-path}")
       sim_flags=("${flags[@]/--TRACE/--trace}")
-      step_log=()
-      [[ $workload == calibration ]] && step_log=(--step-log "$RESULTS/steps-$model-$rep.jsonl")
-      log "$model $workload: measure${step_log:+ (step log)} ($rep / $REPEATS)"
+      steps="$RESULTS/steps-$model-$workload-$rep.jsonl"
+      log "$model $workload: measure ($rep / $REPEATS)"
       "$BIN" serve --model "$file" --port "$PORT" --threads "$THREADS" "${ENGINE_FLAGS[@]}" \
-        --served-model-name "$model" "${step_log[@]}" >"$RESULTS/serve-$model-$workload-$rep.log" 2>&1 &
+        --served-model-name "$model" --step-log "$steps" >"$RESULTS/serve-$model-$workload-$rep.log" 2>&1 &
       pid=$!
       for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.2; done
       "$BIN" bench serve --base-url "http://127.0.0.1:$PORT" "${bench_flags[@]}" --no-progress \
@@ -124,16 +124,20 @@ for model in $MODELS; do
         >"$RESULTS/measured-$model-$workload-$rep.txt"
       kill -TERM $pid; wait $pid || true
       if [[ $workload == calibration ]]; then
-        "$BIN" profile --model "$file" --refit "$bare" --step-log "$RESULTS/steps-$model-$rep.jsonl" \
+        "$BIN" profile --model "$file" --refit "$bare" --step-log "$steps" \
           -o "$profile" 2>>"$RESULTS/profile-$model-$rep.log"
         tail -1 "$RESULTS/profile-$model-$rep.log" >&2
         continue
       fi
+      # How fast the machine ran during this run against the calibration: the profile's time
+      # for the run's own steps over their measured time (a diagnostic; nothing is fitted).
+      "$BIN" profile --model "$file" --refit "$profile" --step-log "$steps" \
+        -o "$RESULTS/drift-$model-$workload-$rep.json" 2>/dev/null
       for kind in bare refit; do
         p=$profile; [[ $kind == bare ]] && p=$bare
         "$BIN" sim --model "$file" --hardware "$p" "${ENGINE_FLAGS[@]}" \
           "${sim_flags[@]}" --result-file "$RESULTS/predicted-$kind-$model-$workload-$rep.json" \
-          >"$RESULTS/predicted-$kind-$model-$workload-$rep.txt"
+          >"$RESULTS/predicted-$kind-$model-$workload-$rep.txt" 2>&1
       done
     done
   done
@@ -149,8 +153,8 @@ errors = {name: [] for name, _ in fields}
 bare_errors = {name: [] for name, _ in fields}
 print(f"Median of {repeats} repeat(s), each a fresh kvserve profile refitted to a calibration run's served steps, then per workload bench serve on kvserve serve (measured) and kvserve sim with that profile (predicted).")
 print()
-print("| model | workload | " + " | ".join(f"{n}: measured / predicted (error)" for n, _ in fields) + " |")
-print("|---|---|" + "---|" * len(fields))
+print("| model | workload | " + " | ".join(f"{n}: measured / predicted (error)" for n, _ in fields) + " | served steps: profile / measured time |")
+print("|---|---|" + "---|" * (len(fields) + 1))
 for model in models:
     for workload in ["random", "shared-prefix", "mooncake"]:
         ms = [json.load(open(os.path.join(results, f"measured-{model}-{workload}-{r}.json")))
@@ -168,7 +172,11 @@ for model in models:
             bv = statistics.median(get(b) for b in bs)
             bare_errors[name].append(abs((bv - mv) / mv) if mv else float("nan"))
             cells.append(f"{mv:.1f} / {pv:.1f} ({100 * err:+.0f}%)")
-        print(f"| {model} | {workload} | " + " | ".join(cells) + " |")
+        drift = statistics.median(
+            json.load(open(os.path.join(results, f"drift-{model}-{workload}-{r}.json")))
+            ["measurements"]["served_step_fit"]["predicted_over_measured_total_before"]
+            for r in range(1, repeats + 1))
+        print(f"| {model} | {workload} | " + " | ".join(cells) + f" | {drift:.2f} |")
 print()
 print("| | " + " | ".join(n for n, _ in fields) + " |")
 print("|---|" + "---|" * len(fields))
