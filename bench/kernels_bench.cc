@@ -160,9 +160,9 @@ int RegisterMatmuls() {
   for (const MatShape& shape : kShapes) {
     for (DType dtype : {DType::kQ8_0, DType::kF16, DType::kBF16, DType::kF32}) {
       if (dtype == DType::kF32 && shape.n * shape.k > 8192 * 2048) continue;
-      for (int64_t m : {int64_t{1}, int64_t{4}, int64_t{32}, int64_t{512}}) {
+      for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{4}, int64_t{32}, int64_t{512}}) {
         if (m == 512 && !shape.prefill) continue;
-        if (m == 32 && dtype != DType::kQ8_0) continue;  // batched decode: Q8_0 only
+        if ((m == 2 || m == 32) && dtype != DType::kQ8_0) continue;  // Q8_0 only
         for (int threads : {1, 2}) {
           std::string name = std::string("Matmul/") + shape.name + "/" + DTypeName(dtype) +
                              "/m:" + std::to_string(m) + "/threads:" + std::to_string(threads);

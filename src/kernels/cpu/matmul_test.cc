@@ -101,8 +101,8 @@ TEST_P(MatmulTest, MatchesReferenceAcrossShapesDtypesAndThreads) {
   }
 }
 
-// The Q8_0 kernels switch on m (decode kernel up to 4 rows, packed 16-row panels above, split
-// into microkernel groups of up to 8 rows) and handle partial panels: sweep the row counts
+// The Q8_0 kernels switch on m (AVX-512 VNNI: the decode kernel for 1 row, packed 16-row
+// panels from 2, split into microkernel groups of up to 8 rows; AVX2: the decode tiles up to 4) and handle partial panels: sweep the row counts
 // around each boundary with n not a multiple of 16 and several block counts (odd included).
 TEST_P(MatmulTest, Q8MatchesReferenceAcrossRowCounts) {
   std::mt19937 rng(99);
@@ -180,7 +180,7 @@ TEST_P(MatmulTest, PackedWeightsMatchUnpackedBitForBit) {
     ASSERT_EQ(packed.packed != nullptr, expect_packed);
     EXPECT_EQ(kernels::PackedMatmulWeightsBytes(w),
               expect_packed ? (s.n + 15) / 16 * s.k / 32 * 576 : 0);
-    for (int64_t m : {1, 4, 5, 8, 9, 32, 33, 300}) {
+    for (int64_t m : {1, 2, 3, 4, 5, 8, 9, 32, 33, 300}) {
       std::vector<float> x(m * s.k);
       for (auto& v : x) v = dist(rng);
       for (ThreadPool* pool : pools) {
@@ -193,19 +193,20 @@ TEST_P(MatmulTest, PackedWeightsMatchUnpackedBitForBit) {
       }
     }
   }
-  // The packed layout is what runs for m > 4 at that level: given another matrix's panels,
+  // The packed layout is what runs for m >= 2 at that level: given another matrix's panels,
   // the product is that matrix's.
   if (GetParam() == SimdLevel::kAvx512Vnni) {
     const Tensor w1 = RandomWeights(DType::kQ8_0, 33, 96, rng);
     const Tensor w2 = RandomWeights(DType::kQ8_0, 33, 96, rng);
     Tensor mixed = w1;
     mixed.packed = kernels::PackMatmulWeights(w2);
-    const int64_t m = 12;
-    std::vector<float> x(m * 96), want(m * 33), got(m * 33);
-    for (auto& v : x) v = dist(rng);
-    kernels::Matmul(x.data(), m, w2, want.data(), nullptr);
-    kernels::Matmul(x.data(), m, mixed, got.data(), nullptr);
-    EXPECT_EQ(got, want);
+    for (const int64_t m : {int64_t{2}, int64_t{12}}) {
+      std::vector<float> x(m * 96), want(m * 33), got(m * 33);
+      for (auto& v : x) v = dist(rng);
+      kernels::Matmul(x.data(), m, w2, want.data(), nullptr);
+      kernels::Matmul(x.data(), m, mixed, got.data(), nullptr);
+      EXPECT_EQ(got, want) << "m=" << m;
+    }
   }
   // Other weight types have no packed layout.
   EXPECT_EQ(kernels::PackMatmulWeights(RandomWeights(DType::kF16, 16, 64, rng)), nullptr);
