@@ -38,6 +38,7 @@ struct SimCommandFlags {
   std::string result_file;
   KvEvictionFlags eviction;  // serve's --kv-eviction, --kv-budget, ...
   std::string plot_path;     // --plot FILE.svg
+  double request_intake_ms = sim::kDefaultRequestIntakeS * 1e3;
 };
 
 // --plot: writes `svg` to the file.
@@ -65,6 +66,7 @@ int RunServing(SimCommandFlags f) {
   f.engine.kv_cache_blocks = o.capacities_blocks.empty() ? 0 : o.capacities_blocks.front();
   sim::ServingOptions serving;
   serving.max_concurrency = f.workload.max_concurrency;
+  serving.request_intake_s = f.request_intake_ms / 1e3;
   const bool has_model = !f.engine.preset.empty() || !f.engine.model_path.empty();
   if (has_model || !f.engine.hardware.empty()) {
     StatusOr<sim::Engine> engine = sim::ResolveEngine(f.engine);
@@ -282,6 +284,12 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
       ->group(kPredict);
   cmd->add_option("--result-file", flags->result_file,
                   "Write the prediction as bench serve's --result-file JSON (plus \"sim\")")
+      ->group(kPredict);
+  cmd->add_option("--request-intake-ms", flags->request_intake_ms,
+                  "Requests sent at one instant reach the engine this far apart (the client's "
+                  "sends, HTTP parsing, tokenizing); an idle engine starts on the first")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1000.0))
       ->group(kPredict);
   cmd->add_flag("--check-invariants", opts->check_invariants,
                 "Check the scheduler's and cache manager's invariants after every step (slow)")

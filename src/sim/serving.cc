@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
+#include <limits>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -209,29 +211,44 @@ StatusOr<ServingResult> SimulateServing(const ServingWorkload& w, const SimOptio
       serving.max_concurrency > 0 ? serving.max_concurrency : loadgen::kMaxClientThreads;
   std::vector<double> send_s(n, -1.0);
   std::vector<uint8_t> rejected(n, 0);
-  int64_t in_flight = 0;
-  double slot_free_s = 0.0;  // when the last full client got a free slot
+  int64_t in_flight = 0;      // sent and not finished (client side)
+  double slot_free_s = 0.0;   // when the last full client got a free slot
+  // Sent, not yet at the engine: (arrival at the engine, request), in send order.
+  std::deque<std::pair<double, size_t>> intake;
+  double intake_free_s = 0.0;  // when the intake can take the next request
+  const auto release_slot = [&] {
+    if (in_flight-- == bound) slot_free_s = replica.now_s();
+  };
   size_t next = 0;
-  while (next < n || replica.busy()) {
-    if (!replica.busy() && in_flight < bound) {
-      replica.AdvanceTo(std::max(w.arrival_s[next], slot_free_s));
+  while (next < n || replica.busy() || !intake.empty()) {
+    if (!replica.busy()) {  // idle: on to the next send or arrival at the engine
+      double t = std::numeric_limits<double>::infinity();
+      if (next < n && in_flight < bound) t = std::max(w.arrival_s[next], slot_free_s);
+      if (!intake.empty()) t = std::min(t, intake.front().first);
+      if (!std::isfinite(t)) break;  // cannot happen: a full client has requests in flight
+      replica.AdvanceTo(t);
     }
     // Send what is due, in dataset order, while a slot is free.
     for (; next < n && w.arrival_s[next] <= replica.now_s() && in_flight < bound; ++next) {
       const size_t i = next;
       send_s[i] = std::max(w.arrival_s[i], slot_free_s);
       trace[i].timestamp_ms = send_s[i] * 1000.0;
-      if (replica.Add(i)) {
-        bench.peak_concurrent_requests = std::max(bench.peak_concurrent_requests, ++in_flight);
-      } else {
+      intake_free_s = std::max(intake_free_s, send_s[i]) + serving.request_intake_s;
+      intake.emplace_back(intake_free_s, i);
+      bench.peak_concurrent_requests = std::max(bench.peak_concurrent_requests, ++in_flight);
+    }
+    // Hand the engine what has reached it.
+    while (!intake.empty() && intake.front().first <= replica.now_s()) {
+      const size_t i = intake.front().second;
+      intake.pop_front();
+      if (!replica.Add(i)) {
         rejected[i] = 1;
+        release_slot();
       }
     }
     if (!replica.busy()) continue;
     KV_RETURN_IF_ERROR(replica.Step());
-    for (size_t k = 0; k < replica.finished_in_last_step().size(); ++k) {
-      if (in_flight-- == bound) slot_free_s = replica.now_s();
-    }
+    for (size_t k = 0; k < replica.finished_in_last_step().size(); ++k) release_slot();
   }
   result.row = replica.Finish();
   result.row.elapsed_s =

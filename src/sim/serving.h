@@ -63,9 +63,19 @@ StatusOr<ServingWorkload> BuildServingWorkload(loadgen::BenchSettings settings,
                                                const std::string& trace_path,
                                                loadgen::ResolvedBench* resolved);
 
+// bench serve's 8 simultaneous sends reach `kvserve serve`'s engine over about 3 ms on 2 Zen 4
+// cores (docs/cost.md, "Validation").
+inline constexpr double kDefaultRequestIntakeS = 0.0004;
+
 struct ServingOptions {
   int64_t capacity_blocks = 0;  // the KV cache's blocks
   int64_t max_concurrency = 0;  // 0: bench serve's bound (1024)
+  // Requests the client sends at one instant reach the engine one after another, this far
+  // apart (`--request-intake-ms`): the client's sends and the HTTP layer's parsing and
+  // tokenizing are serial per request. It decides what the engine sees first: an idle engine
+  // starts a step on the first request to arrive, and those arriving during that step wait
+  // for the next, as `kvserve serve` does. 0: simultaneous sends arrive together.
+  double request_intake_s = kDefaultRequestIntakeS;
   // Most (time, blocks in use) points kept in ServingResult::blocks_in_use (the largest value
   // of each span is kept).
   int64_t max_timeline_points = 512;

@@ -50,7 +50,8 @@ TEST(Serving, OneRequestTimedByHand) {
   // 100-token prompt, 5 tokens: a 0.1 + 100 / 1000 = 0.2 s prefill that samples the first,
   // then four 0.1 s decodes.
   const ServingWorkload w = Workload({100}, {5}, {0.5});
-  StatusOr<ServingResult> r = SimulateServing(w, Rates(10, 1000), {.capacity_blocks = 100});
+  StatusOr<ServingResult> r =
+      SimulateServing(w, Rates(10, 1000), {.capacity_blocks = 100, .request_intake_s = 0.0});
   ASSERT_TRUE(r.ok()) << r.status().message();
   const loadgen::RequestResult& q = r->bench.requests[0];
   EXPECT_TRUE(q.success);
@@ -95,8 +96,8 @@ TEST(Serving, TokenEvictionCompactsAndHoldsFewerBlocks) {
 
 TEST(Serving, ConcurrencyGateSendsWhenARequestFinishes) {
   const ServingWorkload w = Workload({10, 10, 10}, {2, 2, 2}, {0, 0, 0});
-  StatusOr<ServingResult> r =
-      SimulateServing(w, Rates(10, 1e9), {.capacity_blocks = 100, .max_concurrency = 1});
+  StatusOr<ServingResult> r = SimulateServing(
+      w, Rates(10, 1e9), {.capacity_blocks = 100, .max_concurrency = 1, .request_intake_s = 0.0});
   ASSERT_TRUE(r.ok()) << r.status().message();
   // Each request: two 0.1 s steps; the next is sent when it ends.
   EXPECT_NEAR(r->bench.requests[1].send_ms, 200.0, 1e-3);
@@ -105,10 +106,32 @@ TEST(Serving, ConcurrencyGateSendsWhenARequestFinishes) {
   EXPECT_NEAR(r->bench.requests[2].ttft_ms, 100.0, 1e-3);  // latency starts at the send
   EXPECT_EQ(r->bench.peak_concurrent_requests, 1);
   // Unbounded: all three in the first step.
-  r = SimulateServing(w, Rates(10, 1e9), {.capacity_blocks = 100});
+  r = SimulateServing(w, Rates(10, 1e9), {.capacity_blocks = 100, .request_intake_s = 0.0});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->bench.peak_concurrent_requests, 3);
   EXPECT_NEAR(r->bench.requests[2].e2e_ms, 200.0, 1e-3);
+}
+
+TEST(Serving, SimultaneousSendsReachTheEngineOneAfterAnother) {
+  // Three requests sent at once, 1 ms intake each: the idle engine starts a 0.1 s step on the
+  // first (at 1 ms); the other two arrive during it and start together in the next (they do
+  // not add to the first step: its batch was fixed when it began).
+  const ServingWorkload w = Workload({10, 10, 10}, {2, 2, 2}, {0, 0, 0});
+  StatusOr<ServingResult> r =
+      SimulateServing(w, Rates(10, 1e9), {.capacity_blocks = 100, .request_intake_s = 0.001});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_NEAR(r->bench.requests[0].ttft_ms, 101.0, 1e-3);
+  EXPECT_NEAR(r->bench.requests[1].ttft_ms, 201.0, 1e-3);  // waits for the first step
+  EXPECT_NEAR(r->bench.requests[2].ttft_ms, 201.0, 1e-3);
+  EXPECT_NEAR(r->bench.requests[0].e2e_ms, 201.0, 1e-3);
+  EXPECT_NEAR(r->bench.requests[2].e2e_ms, 301.0, 1e-3);
+  for (const loadgen::RequestResult& q : r->bench.requests) EXPECT_DOUBLE_EQ(q.send_ms, 0.0);
+  EXPECT_EQ(r->bench.peak_concurrent_requests, 3);
+  // Sends spread wider than the intake arrive as they were sent.
+  const ServingWorkload spread = Workload({10, 10}, {1, 1}, {0, 0.5});
+  r = SimulateServing(spread, Rates(10, 1e9), {.capacity_blocks = 100, .request_intake_s = 0.001});
+  ASSERT_TRUE(r.ok());
+  EXPECT_NEAR(r->bench.requests[1].ttft_ms, 101.0, 1e-3);
 }
 
 // A deployment whose every step is bound by the same 1 GB weight read (1 TB/s): 1 ms a step
