@@ -65,10 +65,12 @@ const std::string& SimdLevelNote();
 void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool);
 
 // The layout the current SIMD level's Matmul would otherwise build from `w` on every call,
-// built once (store it in w.packed; Matmul then reads it instead of w.data for m > 4 rows).
-// Today: q8_0 at AVX-512 VNNI, 16-row panels of offset bytes and f32 scales, 1.06x the bytes
-// of w. Null where the level has no packed layout for w's type, or when the allocation fails
-// (Matmul then packs per call). Results are bit-identical either way.
+// built once (store it in w.packed; Matmul then reads it instead of w.data from 2 rows on).
+// Today: q8_0 panels at AVX-512 VNNI (16 rows of offset bytes and f32 scales) and at AVX2 (8
+// rows of the bytes and f32 scales), 1.06x the bytes of w. Null where the level has no packed
+// layout for w's type, or when the allocation fails (Matmul then packs per call). Results are
+// bit-identical either way. The layout belongs to the level in force when it was made (the
+// level is chosen at start-up; tests that switch it pack again).
 std::shared_ptr<const void> PackMatmulWeights(const Tensor& w);
 int64_t PackedMatmulWeightsBytes(const Tensor& w);  // what PackMatmulWeights(w) allocates
 

@@ -42,19 +42,25 @@ void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* po
 }
 
 namespace {
-// Whether the current level has a packed layout for w (q8_0 panels at AVX-512 VNNI).
+// Whether the current level has a packed layout for w (q8_0 panels at AVX2 and AVX-512 VNNI).
 bool HasPackedLayout(const Tensor& w) {
   return w.shape.size() == 2 && w.dtype == DType::kQ8_0 && w.shape[1] % kQ8_0BlockElems == 0 &&
-         internal::CurrentSimdLevel() == internal::SimdLevel::kAvx512Vnni;
+         internal::CurrentSimdLevel() != internal::SimdLevel::kScalar;
 }
 }  // namespace
 
 std::shared_ptr<const void> PackMatmulWeights(const Tensor& w) {
-  return HasPackedLayout(w) ? internal::avx512::PackQ8Weights(w) : nullptr;
+  if (!HasPackedLayout(w)) return nullptr;
+  return internal::CurrentSimdLevel() == internal::SimdLevel::kAvx512Vnni
+             ? internal::avx512::PackQ8Weights(w)
+             : internal::avx2::PackQ8Weights(w);
 }
 
 int64_t PackedMatmulWeightsBytes(const Tensor& w) {
-  return HasPackedLayout(w) ? internal::avx512::PackedQ8WeightsBytes(w) : 0;
+  if (!HasPackedLayout(w)) return 0;
+  return internal::CurrentSimdLevel() == internal::SimdLevel::kAvx512Vnni
+             ? internal::avx512::PackedQ8WeightsBytes(w)
+             : internal::avx2::PackedQ8WeightsBytes(w);
 }
 
 void RmsNorm(const float* x, const float* weight, int64_t num_rows, int64_t n, float eps,

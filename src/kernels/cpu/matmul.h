@@ -12,13 +12,17 @@ namespace kvserve::kernels::internal {
 // Portable: dequantizes each weight row and runs float dot products. Threads split rows of W.
 void MatmulScalar(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool);
 
+// PackQ8Weights / PackedQ8WeightsBytes: kernels::PackMatmulWeights at that level (its own
+// panel layout; null on builds without SIMD). A packed layout is read only by the level that
+// made it.
 namespace avx2 {
 void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool);
+std::shared_ptr<const void> PackQ8Weights(const Tensor& w);
+int64_t PackedQ8WeightsBytes(const Tensor& w);
 }  // namespace avx2
 
 namespace avx512 {
 void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool);
-// kernels::PackMatmulWeights at this level (null on builds without it).
 std::shared_ptr<const void> PackQ8Weights(const Tensor& w);
 int64_t PackedQ8WeightsBytes(const Tensor& w);
 }  // namespace avx512

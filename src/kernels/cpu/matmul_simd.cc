@@ -1,5 +1,5 @@
-// Instantiates matmul_simd.inc (and the GGML 2- to 6-bit kernels it includes,
-// matmul_quant_simd.inc) for each SIMD level (see the comments there).
+// Instantiates matmul_simd.inc (and what it includes: the Q8_0 panels, matmul_q8_panels.inc,
+// and the GGML 2- to 6-bit kernels, matmul_quant_simd.inc) for each SIMD level (see the comments there).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -48,6 +48,8 @@ namespace avx2 {
 void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool) {
   MatmulScalar(x, m, w, y, pool);
 }
+std::shared_ptr<const void> PackQ8Weights(const Tensor&) { return nullptr; }
+int64_t PackedQ8WeightsBytes(const Tensor&) { return 0; }
 }  // namespace avx2
 namespace avx512 {
 void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool) {

@@ -101,9 +101,10 @@ TEST_P(MatmulTest, MatchesReferenceAcrossShapesDtypesAndThreads) {
   }
 }
 
-// The Q8_0 kernels switch on m (AVX-512 VNNI: the decode kernel for 1 row, packed 16-row
-// panels from 2, split into microkernel groups of up to 8 rows; AVX2: the decode tiles up to 4) and handle partial panels: sweep the row counts
-// around each boundary with n not a multiple of 16 and several block counts (odd included).
+// The Q8_0 kernels switch on m (a decode kernel for 1 row; from 2, packed panels of 16 rows
+// (VNNI) or 8 (AVX2), split into microkernel groups of up to 8 or 4 rows) and handle partial
+// panels: sweep the row counts around each boundary with n not a multiple of 16 or 8 and
+// several block counts (odd included).
 TEST_P(MatmulTest, Q8MatchesReferenceAcrossRowCounts) {
   std::mt19937 rng(99);
   std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -176,10 +177,13 @@ TEST_P(MatmulTest, PackedWeightsMatchUnpackedBitForBit) {
     const Tensor w = RandomWeights(DType::kQ8_0, s.n, s.k, rng);
     Tensor packed = w;
     packed.packed = kernels::PackMatmulWeights(w);
-    const bool expect_packed = GetParam() == SimdLevel::kAvx512Vnni;
+    const bool expect_packed = GetParam() != SimdLevel::kScalar;
     ASSERT_EQ(packed.packed != nullptr, expect_packed);
+    // Panels of 16 rows x 576-byte blocks (VNNI) or 8 rows x 288-byte blocks (AVX2).
+    const int64_t panel_rows = GetParam() == SimdLevel::kAvx512Vnni ? 16 : 8;
     EXPECT_EQ(kernels::PackedMatmulWeightsBytes(w),
-              expect_packed ? (s.n + 15) / 16 * s.k / 32 * 576 : 0);
+              expect_packed ? (s.n + panel_rows - 1) / panel_rows * s.k / 32 * 36 * panel_rows
+                            : 0);
     for (int64_t m : {1, 2, 3, 4, 5, 8, 9, 32, 33, 300}) {
       std::vector<float> x(m * s.k);
       for (auto& v : x) v = dist(rng);
@@ -195,7 +199,7 @@ TEST_P(MatmulTest, PackedWeightsMatchUnpackedBitForBit) {
   }
   // The packed layout is what runs for m >= 2 at that level: given another matrix's panels,
   // the product is that matrix's.
-  if (GetParam() == SimdLevel::kAvx512Vnni) {
+  if (GetParam() != SimdLevel::kScalar) {
     const Tensor w1 = RandomWeights(DType::kQ8_0, 33, 96, rng);
     const Tensor w2 = RandomWeights(DType::kQ8_0, 33, 96, rng);
     Tensor mixed = w1;
@@ -210,6 +214,28 @@ TEST_P(MatmulTest, PackedWeightsMatchUnpackedBitForBit) {
   }
   // Other weight types have no packed layout.
   EXPECT_EQ(kernels::PackMatmulWeights(RandomWeights(DType::kF16, 16, 64, rng)), nullptr);
+}
+
+// The AVX2 and VNNI panels compute every block's exact int32 dot product and the same float
+// arithmetic after it: from 2 rows on the two levels give the same bits.
+TEST(MatmulLevels, Avx2AndVnniPanelsGiveTheSameBits) {
+  if (kernels::internal::DetectedSimdLevel() != SimdLevel::kAvx512Vnni) {
+    GTEST_SKIP() << "CPU lacks AVX-512 VNNI";
+  }
+  std::mt19937 rng(17);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  ThreadPool pool2(2);
+  const Tensor w = RandomWeights(DType::kQ8_0, 45, 320, rng);
+  for (const int64_t m : {int64_t{2}, int64_t{3}, int64_t{4}, int64_t{9}, int64_t{40}}) {
+    std::vector<float> x(m * 320), avx2(m * 45), vnni(m * 45);
+    for (auto& v : x) v = dist(rng);
+    const SimdLevel previous = kernels::internal::SetSimdLevelForTesting(SimdLevel::kAvx2);
+    kernels::Matmul(x.data(), m, w, avx2.data(), &pool2);
+    kernels::internal::SetSimdLevelForTesting(SimdLevel::kAvx512Vnni);
+    kernels::Matmul(x.data(), m, w, vnni.data(), &pool2);
+    kernels::internal::SetSimdLevelForTesting(previous);
+    EXPECT_EQ(avx2, vnni) << "m=" << m;
+  }
 }
 
 TEST_P(MatmulTest, ZeroActivationsGiveZero) {

@@ -1,0 +1,297 @@
+#!/usr/bin/env bash
+# kvserve against llama.cpp and ik_llama.cpp (the fastest CPU fork) on the same GGUF files, at
+# each instruction-set level this CPU has (docs/benchmarks.md, "CPU speed against the peers").
+#
+# 1. Builds both peers' llama-bench from source at pinned commits, once per level: an AVX-512
+#    build (-march=native plus GGML_AVX512, _VNNI, _BF16, which ik_llama.cpp needs with GCC per
+#    its docs/build.md) where the CPU has AVX-512, and an AVX2-only build (GGML_NATIVE=OFF,
+#    AVX2 + FMA + F16C). Builds are cached under --peers-dir, keyed by commit and level.
+# 2. Makes the files with `kvserve mkmodel` (random weights, seed 0, cached in
+#    build/bench-models).
+# 3. Per file and thread count, alternating runs (--runs rounds; each round runs every engine
+#    once): llama.cpp `llama-bench -p 512 -n 128`, ik_llama.cpp `llama-bench -rtr 1` (weights
+#    repacked at load) and `kvserve generate --random-prompt-tokens 512 -n 128` under
+#    KVSERVE_SIMD=LEVEL. f16 KV everywhere. Medians of the rounds.
+# 4. One table per level: pp512 / tg128 tokens/s, kvserve's ratio to each peer, and each figure
+#    beside the machine's ceilings (build/bench/ceiling at that level and thread count): prefill
+#    as GFLOP/s of matmul work against the f32 FMA peak, decode as weight GB/s against the read
+#    bandwidth.
+#
+# Sources: --llama-src / --ik-src name a git repository (a clone, a bare mirror such as the tool
+# library's `fetch`, or a URL to clone); the commit is pinned below (--llama-commit /
+# --ik-commit override). Nothing here runs in CI: it needs the peers' sources and about
+# 15 minutes of building per peer and level on 2 cores.
+#
+# usage: bench/compare_peers.sh [--llama-src REPO] [--ik-src REPO] [--levels "avx2 avx512"]
+#          [--presets "smollm2-135m llama-3.2-1b"] [--dtypes "f16 bf16 q8_0 q4_0 q4_k_m q6_k"]
+#          [--threads "1 2"] [--runs 3] [--prompt-tokens 512] [--gen-tokens 128]
+#          [--peers-dir build/peers] [--out FILE.md] [--build-only]
+set -euo pipefail
+shopt -s inherit_errexit
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# Pinned peer commits (the snapshots these figures were measured with).
+LLAMA_COMMIT=c392e5094deaf2d1a7c18683214f007fad3fe42b   # llama.cpp, 2025-02-20
+IK_COMMIT=8337e4cd3861406fc04e0854b1409cd1b027fbc9      # ik_llama.cpp, 2026-08-15
+LLAMA_SRC=https://github.com/ggml-org/llama.cpp
+IK_SRC=https://github.com/ikawrakow/ik_llama.cpp
+LEVELS=""
+PRESETS="smollm2-135m llama-3.2-1b"
+DTYPES="f16 bf16 q8_0 q4_0 q4_k_m q6_k"
+THREADS="1 2"
+RUNS=3
+PROMPT_TOKENS=512
+GEN_TOKENS=128
+PEERS_DIR=build/peers
+OUT=""
+BUILD_ONLY=0
+while (($#)); do
+  case "$1" in
+    --llama-src) LLAMA_SRC="$2"; shift ;;
+    --ik-src) IK_SRC="$2"; shift ;;
+    --llama-commit) LLAMA_COMMIT="$2"; shift ;;
+    --ik-commit) IK_COMMIT="$2"; shift ;;
+    --levels) LEVELS="$2"; shift ;;
+    --presets) PRESETS="$2"; shift ;;
+    --dtypes) DTYPES="$2"; shift ;;
+    --threads) THREADS="$2"; shift ;;
+    --runs) RUNS="$2"; shift ;;
+    --prompt-tokens) PROMPT_TOKENS="$2"; shift ;;
+    --gen-tokens) GEN_TOKENS="$2"; shift ;;
+    --peers-dir) PEERS_DIR="$2"; shift ;;
+    --out) OUT="$2"; shift ;;
+    --build-only) BUILD_ONLY=1 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    *) echo "error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+KVSERVE=build/kvserve
+CEILING=build/bench/ceiling
+for b in "$KVSERVE" "$CEILING"; do
+  [[ -x "$b" ]] || { echo "error: $b not found; build first (scripts/build.sh)" >&2; exit 1; }
+done
+log() { echo "[compare-peers] $*" >&2; }
+
+# Levels: every level this CPU has unless --levels names some.
+if [[ -z "$LEVELS" ]]; then
+  LEVELS="avx2"
+  grep -qw avx512_vnni /proc/cpuinfo && LEVELS="avx2 avx512"
+fi
+for level in $LEVELS; do
+  case "$level" in
+    avx2) grep -qw avx2 /proc/cpuinfo || { echo "error: this CPU lacks AVX2" >&2; exit 1; } ;;
+    avx512) grep -qw avx512_vnni /proc/cpuinfo || { echo "error: this CPU lacks AVX-512 VNNI" >&2; exit 1; } ;;
+    *) echo "error: --levels takes avx2 and avx512, got $level" >&2; exit 2 ;;
+  esac
+done
+
+# ---- 1. Peers ----
+# Exports the pinned commit of a repository (a directory or a URL) into $PEERS_DIR/src/NAME-COMMIT.
+checkout() {  # name repo commit
+  local name=$1 repo=$2 commit=$3 dest="$PEERS_DIR/src/$1-${3:0:12}"
+  if [[ ! -f "$dest/CMakeLists.txt" ]]; then
+    rm -rf "$dest" "$dest.tmp"
+    mkdir -p "$dest.tmp"
+    if [[ -d "$repo" ]]; then
+      local gitdir="$repo"
+      [[ -d "$repo/.git" ]] && gitdir="$repo/.git"
+      # Every file of the commit the repository holds: a snapshot mirror may lack its largest
+      # blobs (test models, web assets), which no build of llama-bench reads; they are named.
+      python3 - "$gitdir" "$commit" "$dest.tmp" <<'PY'
+import os, subprocess, sys
+gitdir, commit, dest = sys.argv[1:]
+tree = subprocess.run(["git", "--git-dir", gitdir, "ls-tree", "-r", "-z", commit],
+                      check=True, capture_output=True).stdout.split(b"\0")
+cat = subprocess.Popen(["git", "--git-dir", gitdir, "cat-file", "--batch"],
+                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+missing = []
+for line in filter(None, tree):
+    meta, path = line.split(b"\t", 1)
+    mode, kind, sha = meta.split()
+    if kind != b"blob":
+        continue
+    cat.stdin.write(sha + b"\n")
+    cat.stdin.flush()
+    header = cat.stdout.readline().split()
+    if header[-1] == b"missing":
+        missing.append(path.decode())
+        continue
+    data = cat.stdout.read(int(header[2]))
+    cat.stdout.read(1)
+    out = os.path.join(dest, path.decode())
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    if mode == b"120000":
+        os.symlink(data.decode(), out)
+        continue
+    with open(out, "wb") as f:
+        f.write(data)
+    if mode == b"100755":
+        os.chmod(out, 0o755)
+cat.stdin.close()
+cat.wait()
+if missing:
+    print(f"[compare-peers] {len(missing)} file(s) absent from {gitdir}: "
+          + ", ".join(missing[:4]) + (" ..." if len(missing) > 4 else ""), file=sys.stderr)
+PY
+    else
+      git clone --quiet --filter=blob:none --no-checkout "$repo" "$dest.tmp" >&2
+      git -C "$dest.tmp" checkout --quiet "$commit"
+    fi
+    mv "$dest.tmp" "$dest"
+  fi
+  echo "$dest"
+}
+
+build_peer() {  # name src level -> path of llama-bench
+  local name=$1 src=$2 level=$3 dir="$PEERS_DIR/$1-${level}"
+  local flags=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF
+               -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_OPENMP=ON)
+  if [[ $level == avx512 ]]; then
+    flags+=(-DGGML_NATIVE=ON -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON)
+  else
+    flags+=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+            -DGGML_AVX512=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF)
+  fi
+  command -v ccache >/dev/null && flags+=(-DCMAKE_C_COMPILER_LAUNCHER=ccache
+                                          -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  if [[ ! -x "$dir/bin/llama-bench" || "$(cat "$dir/source" 2>/dev/null)" != "$src" ]]; then
+    log "building $name llama-bench ($level) in $dir"
+    cmake -S "$src" -B "$dir" -G Ninja "${flags[@]}" >"$dir.configure.log" 2>&1 ||
+      { tail -20 "$dir.configure.log" >&2; exit 1; }
+    ninja -C "$dir" llama-bench >"$dir.build.log" 2>&1 || { tail -20 "$dir.build.log" >&2; exit 1; }
+    echo "$src" >"$dir/source"
+  fi
+  echo "$dir/bin/llama-bench"
+}
+
+mkdir -p "$PEERS_DIR/src"
+LLAMA_TREE="$(checkout llama.cpp "$LLAMA_SRC" "$LLAMA_COMMIT")"
+IK_TREE="$(checkout ik_llama.cpp "$IK_SRC" "$IK_COMMIT")"
+declare -A BENCH
+for level in $LEVELS; do
+  BENCH[llama-$level]="$(build_peer llama.cpp "$LLAMA_TREE" "$level")"
+  BENCH[ik-$level]="$(build_peer ik_llama.cpp "$IK_TREE" "$level")"
+done
+((BUILD_ONLY)) && { log "peers built"; exit 0; }
+
+# ---- 2. Files ----
+mkdir -p build/bench-models
+for p in $PRESETS; do
+  for d in $DTYPES; do
+    f="build/bench-models/$p-$d.gguf"
+    if [[ ! -s "$f" ]]; then
+      log "making $f"
+      "$KVSERVE" mkmodel --preset "$p" --dtype "$d" --seed 0 -o "$f.tmp" 2> >(tail -n 1 >&2)
+      mv "$f.tmp" "$f"
+    fi
+  done
+done
+
+# ---- 3. Ceilings and alternating runs ----
+RESULTS="$(mktemp -d /tmp/kvserve-peers.XXXXXX)"
+log "results in $RESULTS"
+for level in $LEVELS; do
+  for t in $THREADS; do
+    log "ceilings at $level, $t thread(s)"
+    KVSERVE_SIMD=$level "$CEILING" --threads "$t" --format json >"$RESULTS/ceiling-$level-$t.json"
+  done
+done
+lscpu | grep -E '^(Model name|Flags)' >"$RESULTS/machine.txt"
+run_peer() {  # bench file threads out [extra flags]
+  local bench=$1 file=$2 t=$3 out=$4
+  shift 4
+  "$bench" -m "$file" -p "$PROMPT_TOKENS" -n "$GEN_TOKENS" -t "$t" -r 1 -o json "$@" \
+    >"$out" 2>"$out.err" || { echo "error: $bench on $file failed:" >&2; tail -5 "$out.err" >&2; exit 1; }
+}
+for p in $PRESETS; do
+  for d in $DTYPES; do
+    f="build/bench-models/$p-$d.gguf"
+    for t in $THREADS; do
+      for ((r = 1; r <= RUNS; r++)); do
+        for level in $LEVELS; do
+          log "$p $d threads=$t level=$level round $r/$RUNS"
+          run_peer "${BENCH[llama-$level]}" "$f" "$t" "$RESULTS/llama-$level-$p-$d-$t-$r.json"
+          run_peer "${BENCH[ik-$level]}" "$f" "$t" "$RESULTS/ik-$level-$p-$d-$t-$r.json" -rtr 1
+          KVSERVE_SIMD=$level "$KVSERVE" generate --model "$f" --output-format json --threads "$t" \
+            -n "$GEN_TOKENS" --random-prompt-tokens "$PROMPT_TOKENS" --ignore-eos \
+            --temperature 0 --seed 0 >"$RESULTS/kvserve-$level-$p-$d-$t-$r.json" 2>"$RESULTS/kv.err" ||
+            { tail -5 "$RESULTS/kv.err" >&2; exit 1; }
+        done
+      done
+    done
+  done
+done
+
+# ---- 4. Tables ----
+python3 - "$RESULTS" "$LEVELS" "$PRESETS" "$DTYPES" "$THREADS" "$RUNS" "$PROMPT_TOKENS" \
+  "$GEN_TOKENS" "$LLAMA_COMMIT" "$IK_COMMIT" >"$RESULTS/table.md" <<'EOF'
+import json, os, statistics, sys
+(results, levels, presets, dtypes, threads, runs, prompt_tokens, gen_tokens, llama_commit,
+ ik_commit) = sys.argv[1:]
+runs, prompt_tokens, gen_tokens = int(runs), int(prompt_tokens), int(gen_tokens)
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+def peer_speed(path, n_prompt, n_gen):
+    for row in load(path):
+        if row.get("n_prompt") == n_prompt and row.get("n_gen") == n_gen:
+            return row["avg_ts"]
+    raise SystemExit(f"{path}: no row with n_prompt={n_prompt} n_gen={n_gen}")
+
+def fmt(v, digits=1):
+    return "n/a" if v is None else f"{v:,.{digits}f}"
+
+machine = open(os.path.join(results, "machine.txt")).read()
+model = next(l.split(":", 1)[1].strip() for l in machine.splitlines() if l.startswith("Model name"))
+flags = next(l.split(":", 1)[1].split() for l in machine.splitlines() if l.startswith("Flags"))
+simd = " ".join(f for f in flags if f.startswith(("avx", "fma", "f16c")))
+print(f"Machine: {model}, {os.cpu_count()} vCPUs; SIMD flags: {simd}. llama.cpp {llama_commit[:12]}, "
+      f"ik_llama.cpp {ik_commit[:12]} (`-rtr 1`); pp{prompt_tokens} / tg{gen_tokens} tokens/s, "
+      f"median of {runs} alternating rounds; f16 KV.")
+for level in levels.split():
+    print()
+    print(f"### {level}")
+    print()
+    for t in threads.split():
+        c = load(os.path.join(results, f"ceiling-{level}-{t}.json"))
+        print(f"- ceilings at {t} thread(s): read {fmt(c.get('read_bandwidth_gbs'))} GB/s, f32 FMA "
+              f"{fmt(c.get('fma_gflops'))} GFLOP/s")
+    print()
+    print("| model | type | threads | pp: llama.cpp / ik_llama.cpp / kvserve | kvserve / ik, / llama.cpp "
+          "| kvserve GFLOP/s (of FMA peak) | tg: llama.cpp / ik_llama.cpp / kvserve "
+          "| kvserve / ik, / llama.cpp | kvserve GB/s (of read ceiling) |")
+    print("|---|---|---:|---|---|---|---|---|---|")
+    for p in presets.split():
+        for d in dtypes.split():
+            for t in threads.split():
+                key = f"{level}-{p}-{d}-{t}"
+                rs = range(1, runs + 1)
+                lpp = statistics.median(peer_speed(f"{results}/llama-{key}-{r}.json", prompt_tokens, 0) for r in rs)
+                ltg = statistics.median(peer_speed(f"{results}/llama-{key}-{r}.json", 0, gen_tokens) for r in rs)
+                ipp = statistics.median(peer_speed(f"{results}/ik-{key}-{r}.json", prompt_tokens, 0) for r in rs)
+                itg = statistics.median(peer_speed(f"{results}/ik-{key}-{r}.json", 0, gen_tokens) for r in rs)
+                ks = [load(f"{results}/kvserve-{key}-{r}.json") for r in rs]
+                kpp = statistics.median(k["prefill_tokens_per_s"] for k in ks)
+                ktg = statistics.median(k["decode_tokens_per_s"] for k in ks)
+                c = load(os.path.join(results, f"ceiling-{level}-{t}.json"))
+                fma, bw = c.get("fma_gflops"), c.get("read_bandwidth_gbs")
+                # Matmul work per prompt token: the layers' weights for every token, the output
+                # matrix once per prompt (as bench/run_benchmarks.sh).
+                out_params = ks[0]["output_parameters"]
+                params = ks[0]["parameters_per_token"] - out_params + out_params / prompt_tokens
+                gflops = kpp * 2 * params / 1e9
+                gbs = ktg * ks[0]["weight_bytes_per_token"] / 1e9
+                print(f"| {p} | {d} | {t} | {fmt(lpp)} / {fmt(ipp)} / {fmt(kpp)} | "
+                      f"{fmt(kpp / ipp, 2)}, {fmt(kpp / lpp, 2)} | {fmt(gflops)} "
+                      f"({fmt(gflops / fma if fma else None, 2)}) | {fmt(ltg)} / {fmt(itg)} / "
+                      f"{fmt(ktg)} | {fmt(ktg / itg, 2)}, {fmt(ktg / ltg, 2)} | {fmt(gbs)} "
+                      f"({fmt(gbs / bw if bw else None, 2)}) |")
+EOF
+cat "$RESULTS/table.md"
+if [[ -n "$OUT" ]]; then
+  cp "$RESULTS/table.md" "$OUT"
+  log "wrote $OUT"
+fi
