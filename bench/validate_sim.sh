@@ -23,12 +23,12 @@
 # Everything is repeated --repeats times (default 3): profile and calibrate, then measure and
 # predict each workload; the medians of each field are compared. These machines are shared,
 # and a run can be 20% off one ten minutes later.
-# Usage: bench/validate_sim.sh [--models "smollm2-135m llama-3.2-1b"] [--threads 2]
+# Usage: bench/validate_sim.sh [--models "smollm2-135m llama-3.2-1b"] [--threads 1]
 #                              [--repeats 3] [--out FILE.md] [--keep DIR]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 MODELS="smollm2-135m llama-3.2-1b"
-THREADS=2
+THREADS=1  # 2 vCPUs: at 2 engine threads the HTTP thread and the client contend (docs/cost.md)
 REPEATS=3
 OUT=""
 RESULTS=""
