@@ -9,6 +9,7 @@
 # git worktree). The model is made once with A's `mkmodel` into build/bench-models.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source bench/bench_model.sh
 
 if (($# < 2)); then sed -n '2,9p' "$0"; exit 2; fi
 A="$1"; B="$2"; shift 2
@@ -28,9 +29,7 @@ done
 for d in "$A" "$B"; do
   [[ -x "$d/kvserve" ]] || { echo "error: $d/kvserve not found" >&2; exit 1; }
 done
-mkdir -p build/bench-models
-MODEL="build/bench-models/$PRESET-$DTYPE.gguf"
-[[ -f "$MODEL" ]] || "$A/kvserve" mkmodel --preset "$PRESET" --dtype "$DTYPE" -o "$MODEL" >&2
+MODEL="$(bench_model "$A/kvserve" "$PRESET" "$DTYPE")"
 
 OUT="$(mktemp /tmp/kvserve-ab.XXXXXX)"
 trap 'rm -f "$OUT"' EXIT

@@ -29,6 +29,7 @@
 set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source bench/bench_model.sh
 
 # Pinned peer commits (the snapshots these figures were measured with).
 LLAMA_COMMIT=c392e5094deaf2d1a7c18683214f007fad3fe42b   # llama.cpp, 2025-02-20
@@ -176,16 +177,8 @@ done
 ((BUILD_ONLY)) && { log "peers built"; exit 0; }
 
 # ---- 2. Files ----
-mkdir -p build/bench-models
 for p in $PRESETS; do
-  for d in $DTYPES; do
-    f="build/bench-models/$p-$d.gguf"
-    if [[ ! -s "$f" ]]; then
-      log "making $f"
-      "$KVSERVE" mkmodel --preset "$p" --dtype "$d" --seed 0 -o "$f.tmp" 2> >(tail -n 1 >&2)
-      mv "$f.tmp" "$f"
-    fi
-  done
+  for d in $DTYPES; do bench_model "$KVSERVE" "$p" "$d" >/dev/null; done
 done
 
 # ---- 3. Ceilings and alternating runs ----

@@ -23,10 +23,9 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 BIN=build/kvserve
-MODEL=build/bench-models/smollm2-135m-q8_0.gguf
+source bench/bench_model.sh
+MODEL="$(smollm2_q8_model "$BIN")"
 W="$(mktemp -d -t kvserve-engine-bench.XXXXXX)"
-mkdir -p build/bench-models
-[[ -s "$MODEL" ]] || { "$BIN" mkmodel --preset smollm2-135m --dtype q8_0 --seed 0 -o "$MODEL.tmp" && mv "$MODEL.tmp" "$MODEL"; }
 log() { echo "[engine-bench] $*" >&2; }
 
 python3 - "$W" <<'EOF'

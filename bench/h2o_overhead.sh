@@ -15,7 +15,7 @@ THREADS=${THREADS:-2}
 RUNS=${RUNS:-3}
 PROMPT_BYTES=${PROMPT_BYTES:-14200}
 OUTPUT_TOKENS=${OUTPUT_TOKENS:-128}
-source bench/smollm2_model.sh
+source bench/bench_model.sh
 MODEL=$(smollm2_q8_model "$BIN")
 WORK=$(mktemp -d -t kvserve-h2o.XXXXXX)
 python3 - "$ASSETS/text/tinystories_validation_head.txt" "$PROMPT_BYTES" >"$WORK/prompt.txt" <<'PY'

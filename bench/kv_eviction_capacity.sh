@@ -25,7 +25,7 @@ KV_MEMORY=${KV_MEMORY:-400MB}
 BUDGET=${BUDGET:-512}
 OUTPUT_TOKENS=${OUTPUT_TOKENS:-128}
 METHODS=${METHODS:-"none streaming snapkv"}
-source bench/smollm2_model.sh
+source bench/bench_model.sh
 MODEL=$(smollm2_q8_model "$BIN")
 WORK=$(mktemp -d -t kvserve-capacity.XXXXXX)
 # About 4,096 tokens each: the synthetic vocabulary takes ~1.83 bytes per token of this text.

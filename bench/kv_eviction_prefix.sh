@@ -12,7 +12,7 @@ BIN=$(realpath "${1:-build/kvserve}")
 ASSETS=${2:-../shared/assets}
 PORT=${PORT:-18123}
 THREADS=${THREADS:-2}
-source bench/smollm2_model.sh
+source bench/bench_model.sh
 MODEL=$(smollm2_q8_model "$BIN")
 "$BIN" serve -m "$MODEL" --port "$PORT" --threads "$THREADS" --kv-cache-memory 500MB \
   >/dev/null 2>&1 &

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# TTFT of a 4,096-token prompt on the synthetic SmolLM2-135M Q8_0 (bench/smollm2_model.sh),
+# TTFT of a 4,096-token prompt on the synthetic SmolLM2-135M Q8_0 (bench/bench_model.sh),
 # per KV dtype (f32, int8): recomputed (a cold server), a memory hit (the same prompt again)
 # and a disk hit (the server restarted with the same --kv-offload-dir: the prefix is read back
 # from the disk tier). TTFT = the time of a non-streaming request for max_tokens 1 (prefill
@@ -22,7 +22,7 @@ while (($#)); do
 done
 BIN=build/kvserve
 [[ -x "$BIN" ]] || { echo "error: build first (scripts/build.sh)" >&2; exit 1; }
-source bench/smollm2_model.sh
+source bench/bench_model.sh
 MODEL="$(smollm2_q8_model "$BIN")"
 WORK="$(mktemp -d -t kvserve-tier-ttft.XXXXXX)"
 PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"

@@ -13,6 +13,7 @@
 # tests/llamacpp/node_modules (scripts/setup_llamacpp.sh). Markdown to stdout, progress to stderr.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source bench/bench_model.sh
 
 PRESET=deepseek-v2-lite; DTYPE=q8_0; THREADS="1 2"; RUNS=3; PROMPT=512; GEN=128
 CONTEXTS="1024 8192 32768"
@@ -32,9 +33,7 @@ while (($#)); do
 done
 K=build/kvserve
 [[ -x "$K" && -x build/bench/mla_decode ]] || { echo "error: build first (scripts/build.sh)" >&2; exit 1; }
-mkdir -p build/bench-models
-MODEL="build/bench-models/$PRESET-$DTYPE.gguf"
-[[ -f "$MODEL" ]] || "$K" mkmodel --preset "$PRESET" --dtype "$DTYPE" -o "$MODEL" >&2
+MODEL="$(bench_model "$K" "$PRESET" "$DTYPE")"
 median() { python3 -c 'import statistics,sys; print(f"{statistics.median(map(float, sys.argv[1:])):.2f}")' "$@"; }
 
 echo "Model: $MODEL ($("$K" plan -m "$MODEL" 2>/dev/null | grep -m1 '^weights' | sed 's/^weights: *//'))"

@@ -18,6 +18,7 @@
 # token (all weights except the embedding table, which counts when it is also the output matrix).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source bench/bench_model.sh
 
 RUNS=3
 PRESETS="smollm2-135m llama-3.2-1b"
@@ -71,16 +72,8 @@ for t in $THREADS; do
 done
 
 # 2. Synthetic models (cached).
-mkdir -p "$CACHE_DIR"
 for p in $PRESETS; do
-  for d in $DTYPES; do
-    f="$CACHE_DIR/$p-$d.gguf"
-    if [[ ! -s "$f" ]]; then
-      log "making $f"
-      "$KVSERVE" mkmodel --preset "$p" --dtype "$d" --seed 0 -o "$f.tmp" 2> >(tail -n 1 >&2)
-      mv "$f.tmp" "$f"
-    fi
-  done
+  for d in $DTYPES; do bench_model "$KVSERVE" "$p" "$d" "$CACHE_DIR" >/dev/null; done
 done
 
 # 3. Generation runs: a fixed pseudo-random prompt of exactly PROMPT_TOKENS ids, greedy, exactly

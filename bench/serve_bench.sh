@@ -21,12 +21,9 @@ while (($#)); do
   esac
 done
 BIN=build/kvserve
-MODEL=build/bench-models/smollm2-135m-q8_0.gguf
+source bench/bench_model.sh
+MODEL="$(smollm2_q8_model "$BIN")"
 RESULTS="$(mktemp -d -t kvserve-serve-bench.XXXXXX)"
-mkdir -p build/bench-models
-if [[ ! -s "$MODEL" ]]; then
-  "$BIN" mkmodel --preset smollm2-135m --dtype q8_0 --seed 0 -o "$MODEL.tmp" && mv "$MODEL.tmp" "$MODEL"
-fi
 PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 log() { echo "[serve-bench] $*" >&2; }
 

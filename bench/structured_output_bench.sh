@@ -11,6 +11,7 @@
 # files are made once in build/bench-models/ (Q4_0; the 1B one is 0.8 GB).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source bench/bench_model.sh
 
 THREADS=2; RUNS=5; GEN=256
 while (($#)); do
@@ -30,12 +31,7 @@ mkdir -p build/bench-models
 median() { python3 -c 'import statistics,sys; print(f"{statistics.median(map(float, sys.argv[1:])):.1f}")' "$@"; }
 
 model() {  # preset -> path of its Q4_0 file (made once)
-  local f="build/bench-models/$1-q4_0.gguf"
-  if [[ ! -s "$f" ]]; then
-    echo "making $f ..." >&2
-    "$K" mkmodel --preset "$1" --dtype q4_0 --seed 0 -o "$f.tmp" >&2 && mv "$f.tmp" "$f"
-  fi
-  echo "$f"
+  bench_model "$K" "$1" q4_0
 }
 
 # A schema with the usual mix: keys, enums, numbers, bounded and free strings, an array of

@@ -27,6 +27,7 @@
 #                              [--repeats 3] [--out FILE.md] [--keep DIR]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source bench/bench_model.sh
 MODELS="smollm2-135m llama-3.2-1b"
 THREADS=1  # 2 vCPUs: at 2 engine threads the HTTP thread and the client contend (docs/cost.md)
 REPEATS=3
@@ -99,8 +100,7 @@ with open(sys.argv[2], "w") as out:
 EOF
 
 for model in $MODELS; do
-  file=build/bench-models/$model-q8_0.gguf
-  [[ -s "$file" ]] || { "$BIN" mkmodel --preset "$model" --dtype q8_0 --seed 0 -o "$file.tmp" && mv "$file.tmp" "$file"; }
+  file="$(bench_model "$BIN" "$model" q8_0)"
   # Each repeat profiles the machine, then measures and predicts every workload with that
   # profile: a prediction is paired with a profile taken minutes, not a quarter hour, before.
   for rep in $(seq 1 "$REPEATS"); do

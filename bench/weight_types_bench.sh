@@ -13,6 +13,7 @@
 # build/bench-models/ (the llama-3.2-1b ones take 0.7-2.5 GB each).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source bench/bench_model.sh
 
 PRESETS="smollm2-135m llama-3.2-1b"; DTYPES="f16 q8_0 q4_0 q4_k_m q5_k_m q6_k"; THREADS=2
 RUNS=1; PROMPT=512; GEN=128
@@ -45,11 +46,7 @@ echo "| model | type | file MiB | kvserve prefill tok/s | llama.cpp prefill tok/
 echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
 for preset in $PRESETS; do
   for dtype in $DTYPES; do
-    model="build/bench-models/$preset-$dtype.gguf"
-    if [[ ! -f "$model" ]]; then
-      echo "[weight_types_bench] mkmodel $preset $dtype" >&2
-      "$K" mkmodel --preset "$preset" --dtype "$dtype" -o "$model.tmp" >&2 && mv "$model.tmp" "$model"
-    fi
+    model="$(bench_model "$K" "$preset" "$dtype")"
     mib="$(( $(stat -c %s "$model") / 1048576 ))"
     kp=(); kd=(); lp=(); ld=()
     for ((r = 1; r <= RUNS; r++)); do
