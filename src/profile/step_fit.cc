@@ -42,8 +42,18 @@ std::pair<double, double> FitNonNegativeLine(const std::vector<double>& x,
   return {a, b};
 }
 
+std::vector<double> BalancedStepWeights(const std::vector<bool>& prefills) {
+  const auto num_prefill = static_cast<double>(std::count(prefills.begin(), prefills.end(), true));
+  const double num_decode = static_cast<double>(prefills.size()) - num_prefill;
+  std::vector<double> weights;
+  weights.reserve(prefills.size());
+  for (const bool prefill : prefills) weights.push_back(1.0 / (prefill ? num_prefill : num_decode));
+  return weights;
+}
+
 EngineFit FitEngineSteps(const std::vector<double>& tokens, const std::vector<double>& measured_s,
-                         const std::vector<double>& roofline_s) {
+                         const std::vector<double>& roofline_s,
+                         const std::vector<double>& weights) {
   EngineFit best;
   double best_error = std::numeric_limits<double>::max();
   for (int i = 50; i <= 200; ++i) {
@@ -56,7 +66,7 @@ EngineFit FitEngineSteps(const std::vector<double>& tokens, const std::vector<do
     for (size_t k = 0; k < residual.size(); ++k) {
       const double predicted = scale * roofline_s[k] + a + b * tokens[k];
       const double r = (predicted - measured_s[k]) / measured_s[k];
-      error += r * r;
+      error += (weights.empty() ? 1.0 : weights[k]) * r * r;
       relative.push_back(std::fabs(r));
     }
     if (error < best_error) {
@@ -111,19 +121,23 @@ StatusOr<ProfileResult> RefitToStepLog(const json& profile_json, const plan::Pla
   bare.efficiency.token_overhead_s = 0.0;
   KV_ASSIGN_OR_RETURN(cost::Deployment roofline, plan::MakeDeployment(model, kv, bare, 1, 0));
   std::vector<double> tokens, measured_s, roofline_s;
+  std::vector<bool> prefills;
   std::vector<double> before_error;
   double total_measured_s = 0.0, total_before_s = 0.0;
   for (const cost::LoggedStep& step : log.steps) {
     const cost::StepCost r = cost::ComputeStepCost(roofline, step.seqs);
     const double b = cost::ComputeStepCost(before, step.seqs).seconds;
     tokens.push_back(static_cast<double>(r.num_tokens));
+    prefills.push_back(std::any_of(step.seqs.begin(), step.seqs.end(),
+                                   [](const auto& s) { return s.num_new_tokens > 1; }));
     measured_s.push_back(step.seconds);
     roofline_s.push_back(r.seconds);
     before_error.push_back(std::fabs(b - step.seconds) / step.seconds);
     total_measured_s += step.seconds;
     total_before_s += b;
   }
-  const EngineFit fit = FitEngineSteps(tokens, measured_s, roofline_s);
+  const EngineFit fit =
+      FitEngineSteps(tokens, measured_s, roofline_s, BalancedStepWeights(prefills));
   hw.efficiency.step_overhead_s = std::min(fit.step_s, 5.0);
   hw.efficiency.token_overhead_s = std::min(fit.token_s, 1.0);
   ScaleEfficiencies(1.0 / fit.scale, &hw.efficiency);

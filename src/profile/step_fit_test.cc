@@ -2,6 +2,7 @@
 // are fitted back to that profile; a refit names what it cannot use.
 #include "profile/step_fit.h"
 
+#include <cmath>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -37,6 +38,43 @@ TEST(StepFit, RecoversTheScaleAndOverheadsTheStepsWereMadeWith) {
   EXPECT_NEAR(fit.step_s, 0.0004, 1e-4);
   EXPECT_NEAR(fit.token_s, 3e-6, 1e-6);
   EXPECT_LT(fit.median_relative_error, 0.01);
+}
+
+TEST(StepFit, BalancedWeightsGiveEachKindOfStepHalf) {
+  const std::vector<double> w = BalancedStepWeights({true, false, false, false});
+  EXPECT_EQ(w, (std::vector<double>{1.0, 1.0 / 3, 1.0 / 3, 1.0 / 3}));
+}
+
+// Many decode steps that want one scale and a few prefill steps that want another (no single
+// line fits both): unweighted, the fit follows the decode steps and leaves the prefill steps
+// off by far more than the decode ones; balanced, neither kind is left that far off.
+TEST(StepFit, BalancedWeightsKeepTheFewPrefillStepsInTheFit) {
+  std::vector<double> tokens, measured, roofline;
+  std::vector<bool> prefills;
+  for (int k = 0; k < 200; ++k) {
+    const bool prefill = k % 20 == 0;
+    // Rooflines that vary at one token count: only the scale can follow them.
+    tokens.push_back(prefill ? 400.0 : 8.0);
+    roofline.push_back(prefill ? 0.2 * (1 + k % 3) : 0.01 * (1 + k % 5));
+    measured.push_back(roofline.back() * (prefill ? 1.0 : 1.3));  // decode wants scale 1.3
+    prefills.push_back(prefill);
+  }
+  auto worst = [&](const EngineFit& f, bool prefill) {
+    double e = 0.0;
+    for (size_t k = 0; k < tokens.size(); ++k) {
+      if (prefills[k] != prefill) continue;
+      const double p = f.scale * roofline[k] + f.step_s + f.token_s * tokens[k];
+      e = std::max(e, std::fabs(p - measured[k]) / measured[k]);
+    }
+    return e;
+  };
+  const EngineFit plain = FitEngineSteps(tokens, measured, roofline);
+  const EngineFit balanced =
+      FitEngineSteps(tokens, measured, roofline, BalancedStepWeights(prefills));
+  EXPECT_GT(worst(plain, true), 2 * worst(plain, false));
+  EXPECT_LT(worst(balanced, true), worst(plain, true));
+  EXPECT_LT(std::max(worst(balanced, true), worst(balanced, false)),
+            std::max(worst(plain, true), worst(plain, false)));
 }
 
 class RefitTest : public ::testing::Test {
