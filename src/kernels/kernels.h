@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -64,13 +65,30 @@ const std::string& SimdLevelNote();
 // 32-value types, one scale per 256 values for the k-quants) and use exact integer dot products.
 void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool);
 
+// One product of a MatmulGroup: y[m, w.shape[0]] = x W^T.
+struct MatmulOut {
+  const Tensor* w;
+  float* y;
+};
+constexpr int kMaxMatmulGroup = 4;
+// Several products of the same activations (Q, K and V; gate and up), each exactly what Matmul
+// gives: where the weights share a dtype and k (q8_0, or f32/f16/bf16 packed at load), the
+// activations are quantized (or rounded) once and all products run in one parallel section,
+// instead of one section per weight: at one decode row a section's fork and join are a large
+// part of a small model's matmul. Otherwise one Matmul per weight. At most kMaxMatmulGroup.
+void MatmulGroup(const float* x, int64_t m, std::initializer_list<MatmulOut> outs,
+                 ThreadPool* pool);
+
 // The layout the current SIMD level's Matmul would otherwise build from `w` on every call,
-// built once (store it in w.packed; Matmul then reads it instead of w.data from 2 rows on).
-// Today: q8_0 panels at AVX-512 VNNI (16 rows of offset bytes and f32 scales) and at AVX2 (8
-// rows of the bytes and f32 scales), 1.06x the bytes of w. Null where the level has no packed
-// layout for w's type, or when the allocation fails (Matmul then packs per call). Results are
-// bit-identical either way. The layout belongs to the level in force when it was made (the
-// level is chosen at start-up; tests that switch it pack again).
+// built once (store it in w.packed; Matmul then reads it instead of w.data). Today, at AVX2 and
+// AVX-512 VNNI: q8_0 panels (16 rows of offset bytes and f32 scales with VNNI, 8 rows of the
+// bytes and f32 scales at AVX2; 1.06x the bytes of w, read from 2 rows on with VNNI and at
+// every row count at AVX2; results bit-identical to packing per call), and f32/f16/bf16 panels
+// (32 rows with VNNI, 16 at AVX2, column by column in w's own dtype, bf16 in column pairs; the
+// bytes of w up to the last panel's padding; read at every row count; without them Matmul runs
+// the unpacked float kernels, whose sums differ in the last bits). Null where the level has no
+// packed layout for w's type, or when the allocation fails. The layout belongs to the level in
+// force when it was made (the level is chosen at start-up; tests that switch it pack again).
 std::shared_ptr<const void> PackMatmulWeights(const Tensor& w);
 int64_t PackedMatmulWeightsBytes(const Tensor& w);  // what PackMatmulWeights(w) allocates
 

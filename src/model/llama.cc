@@ -247,9 +247,7 @@ void LlamaModel::RunLayers(const TokenId* tokens, const int64_t* positions, int6
         mla.ExpandOutput(o_abs_.data(), n, attn, pool);
       }
     } else {
-      kernels::Matmul(xb, n, *layer.wq, q, pool);
-      kernels::Matmul(xb, n, *layer.wk, k_rows, pool);
-      kernels::Matmul(xb, n, *layer.wv, v_rows, pool);
+      kernels::MatmulGroup(xb, n, {{layer.wq, q}, {layer.wk, k_rows}, {layer.wv, v_rows}}, pool);
       if (c.qkv_bias) {
         AddBias(q, n, layer.q_bias);
         AddBias(k_rows, n, layer.k_bias);
@@ -282,8 +280,7 @@ void LlamaModel::RunLayers(const TokenId* tokens, const int64_t* positions, int6
       AddInPlace(x, ffn_out_.data(), n * D);
       continue;
     }
-    kernels::Matmul(xb, n, *layer.w_gate, gate, pool);
-    kernels::Matmul(xb, n, *layer.w_up, up, pool);
+    kernels::MatmulGroup(xb, n, {{layer.w_gate, gate}, {layer.w_up, up}}, pool);
     if (pool != nullptr && n >= kParallelRowsMin) {
       pool->ParallelFor(n, 4, [&](int64_t r0, int64_t r1) {
         kernels::SwiGlu(gate + r0 * F, up + r0 * F, (r1 - r0) * F, gate + r0 * F);

@@ -92,6 +92,33 @@ std::optional<SimdLevel> ParseSimdLevel(std::string_view name) {
 
 const std::string& SimdLevelNote() { return Initial().note; }
 
+namespace {
+bool CpuHasAvx512Bf16() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+
+std::atomic<bool>& Bf16DotSlot() {
+  static std::atomic<bool> enabled{[] {
+    const char* off = std::getenv("KVSERVE_NO_BF16_DOT");
+    return off == nullptr || off[0] == '\0' || std::strcmp(off, "0") == 0;
+  }()};
+  return enabled;
+}
+}  // namespace
+
+bool UseAvx512Bf16Dot() {
+  static const bool cpu_has = CpuHasAvx512Bf16();
+  return cpu_has && CurrentSimdLevel() == SimdLevel::kAvx512Vnni &&
+         Bf16DotSlot().load(std::memory_order_relaxed);
+}
+
+bool SetAvx512Bf16DotForTesting(bool enabled) { return Bf16DotSlot().exchange(enabled); }
+
 SimdLevel SetSimdLevelForTesting(SimdLevel level) {
   int clamped = std::min(static_cast<int>(level), static_cast<int>(DetectedSimdLevel()));
   return static_cast<SimdLevel>(LevelSlot().exchange(clamped));

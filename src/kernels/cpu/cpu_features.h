@@ -30,4 +30,12 @@ const std::string& SimdLevelNote();
 // Forces a level (clamped to DetectedSimdLevel()); returns the previous one.
 SimdLevel SetSimdLevelForTesting(SimdLevel level);
 
+// Whether bf16 weights take vdpbf16ps (activations rounded to bf16 pairs, as llama.cpp does for
+// bf16 weights): at the avx512 level on a CPU with AVX512_BF16 (Zen 4, Sapphire Rapids), unless
+// KVSERVE_NO_BF16_DOT=1 or a test turned it off. Otherwise bf16 weights are widened to f32.
+bool UseAvx512Bf16Dot();
+// Turns the bf16 dot product off (false) or back on where the CPU has it; returns the previous
+// value of the switch.
+bool SetAvx512Bf16DotForTesting(bool enabled);
+
 }  // namespace kvserve::kernels::internal

@@ -41,26 +41,62 @@ void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* po
   }
 }
 
-namespace {
-// Whether the current level has a packed layout for w (q8_0 panels at AVX2 and AVX-512 VNNI).
-bool HasPackedLayout(const Tensor& w) {
-  return w.shape.size() == 2 && w.dtype == DType::kQ8_0 && w.shape[1] % kQ8_0BlockElems == 0 &&
-         internal::CurrentSimdLevel() != internal::SimdLevel::kScalar;
+void MatmulGroup(const float* x, int64_t m, std::initializer_list<MatmulOut> outs,
+                 ThreadPool* pool) {
+  KV_CHECK(outs.size() >= 1 && outs.size() <= static_cast<size_t>(kMaxMatmulGroup));
+  KV_CHECK(m >= 0);
+  for (const MatmulOut& o : outs) {
+    KV_CHECK(o.w->shape.size() == 2 && o.w->shape[1] == outs.begin()->w->shape[1])
+        << "MatmulGroup weights must be 2-D with one k";
+    if (o.w->dtype == DType::kQ8_0) KV_CHECK(o.w->shape[1] % kQ8_0BlockElems == 0);
+  }
+  if (m == 0) return;
+  const int count = static_cast<int>(outs.size());
+  switch (internal::CurrentSimdLevel()) {
+    case internal::SimdLevel::kAvx512Vnni:
+      return internal::avx512::MatmulGroup(x, m, outs.begin(), count, pool);
+    case internal::SimdLevel::kAvx2:
+      return internal::avx2::MatmulGroup(x, m, outs.begin(), count, pool);
+    case internal::SimdLevel::kScalar:
+      for (const MatmulOut& o : outs) internal::MatmulScalar(x, m, *o.w, o.y, pool);
+      return;
+  }
 }
+
+namespace {
+bool IsFloatWeight(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16;
+}
+
+// Whether the current level has a packed layout for w: q8_0 panels and float (f32, f16, bf16)
+// panels at AVX2 and AVX-512 VNNI.
+bool HasPackedLayout(const Tensor& w) {
+  if (w.shape.size() != 2 || internal::CurrentSimdLevel() == internal::SimdLevel::kScalar) {
+    return false;
+  }
+  return (w.dtype == DType::kQ8_0 && w.shape[1] % kQ8_0BlockElems == 0) ||
+         IsFloatWeight(w.dtype);
+}
+
+bool Vnni() { return internal::CurrentSimdLevel() == internal::SimdLevel::kAvx512Vnni; }
 }  // namespace
 
 std::shared_ptr<const void> PackMatmulWeights(const Tensor& w) {
   if (!HasPackedLayout(w)) return nullptr;
-  return internal::CurrentSimdLevel() == internal::SimdLevel::kAvx512Vnni
-             ? internal::avx512::PackQ8Weights(w)
-             : internal::avx2::PackQ8Weights(w);
+  if (IsFloatWeight(w.dtype)) {
+    return Vnni() ? internal::avx512::PackFloatWeights(w) : internal::avx2::PackFloatWeights(w);
+  }
+  return Vnni() ? internal::avx512::PackQ8Weights(w) : internal::avx2::PackQ8Weights(w);
 }
 
 int64_t PackedMatmulWeightsBytes(const Tensor& w) {
   if (!HasPackedLayout(w)) return 0;
-  return internal::CurrentSimdLevel() == internal::SimdLevel::kAvx512Vnni
-             ? internal::avx512::PackedQ8WeightsBytes(w)
-             : internal::avx2::PackedQ8WeightsBytes(w);
+  if (IsFloatWeight(w.dtype)) {
+    return Vnni() ? internal::avx512::PackedFloatWeightsBytes(w)
+                  : internal::avx2::PackedFloatWeightsBytes(w);
+  }
+  return Vnni() ? internal::avx512::PackedQ8WeightsBytes(w)
+                : internal::avx2::PackedQ8WeightsBytes(w);
 }
 
 void RmsNorm(const float* x, const float* weight, int64_t num_rows, int64_t n, float eps,

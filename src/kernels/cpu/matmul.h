@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "base/thread_pool.h"
+#include "kernels/kernels.h"
 #include "tensor/tensor.h"
 
 namespace kvserve::kernels::internal {
@@ -12,19 +13,25 @@ namespace kvserve::kernels::internal {
 // Portable: dequantizes each weight row and runs float dot products. Threads split rows of W.
 void MatmulScalar(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool);
 
-// PackQ8Weights / PackedQ8WeightsBytes: kernels::PackMatmulWeights at that level (its own
-// panel layout; null on builds without SIMD). A packed layout is read only by the level that
+// PackQ8Weights / PackFloatWeights (and their sizes): kernels::PackMatmulWeights at that level
+// (its own panel layout; null on builds without SIMD). A packed layout is read only by the level that
 // made it.
 namespace avx2 {
 void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool);
+void MatmulGroup(const float* x, int64_t m, const MatmulOut* outs, int count, ThreadPool* pool);
 std::shared_ptr<const void> PackQ8Weights(const Tensor& w);
 int64_t PackedQ8WeightsBytes(const Tensor& w);
+std::shared_ptr<const void> PackFloatWeights(const Tensor& w);  // f32, f16, bf16
+int64_t PackedFloatWeightsBytes(const Tensor& w);
 }  // namespace avx2
 
 namespace avx512 {
 void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool);
+void MatmulGroup(const float* x, int64_t m, const MatmulOut* outs, int count, ThreadPool* pool);
 std::shared_ptr<const void> PackQ8Weights(const Tensor& w);
 int64_t PackedQ8WeightsBytes(const Tensor& w);
+std::shared_ptr<const void> PackFloatWeights(const Tensor& w);  // f32, f16, bf16
+int64_t PackedFloatWeightsBytes(const Tensor& w);
 }  // namespace avx512
 
 // Quantizes `num_rows` rows of k floats (k a multiple of 32) to Q8_0-style blocks: int8 values

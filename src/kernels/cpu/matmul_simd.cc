@@ -1,5 +1,6 @@
 // Instantiates matmul_simd.inc (and what it includes: the Q8_0 panels, matmul_q8_panels.inc,
-// and the GGML 2- to 6-bit kernels, matmul_quant_simd.inc) for each SIMD level (see the comments there).
+// the float panels, matmul_float_panels.inc, and the GGML 2- to 6-bit kernels,
+// matmul_quant_simd.inc) for each SIMD level (see the comments there).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +10,7 @@
 
 #include "base/check.h"
 #include "base/system_memory.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/matmul.h"
 #include "tensor/dtype.h"
 #include "tensor/quant_blocks.h"
@@ -48,15 +50,25 @@ namespace avx2 {
 void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool) {
   MatmulScalar(x, m, w, y, pool);
 }
+void MatmulGroup(const float* x, int64_t m, const MatmulOut* outs, int count, ThreadPool* pool) {
+  for (int i = 0; i < count; ++i) MatmulScalar(x, m, *outs[i].w, outs[i].y, pool);
+}
 std::shared_ptr<const void> PackQ8Weights(const Tensor&) { return nullptr; }
 int64_t PackedQ8WeightsBytes(const Tensor&) { return 0; }
+std::shared_ptr<const void> PackFloatWeights(const Tensor&) { return nullptr; }
+int64_t PackedFloatWeightsBytes(const Tensor&) { return 0; }
 }  // namespace avx2
 namespace avx512 {
 void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool) {
   MatmulScalar(x, m, w, y, pool);
 }
+void MatmulGroup(const float* x, int64_t m, const MatmulOut* outs, int count, ThreadPool* pool) {
+  for (int i = 0; i < count; ++i) MatmulScalar(x, m, *outs[i].w, outs[i].y, pool);
+}
 std::shared_ptr<const void> PackQ8Weights(const Tensor&) { return nullptr; }
 int64_t PackedQ8WeightsBytes(const Tensor&) { return 0; }
+std::shared_ptr<const void> PackFloatWeights(const Tensor&) { return nullptr; }
+int64_t PackedFloatWeightsBytes(const Tensor&) { return 0; }
 }  // namespace avx512
 }  // namespace kvserve::kernels::internal
 

@@ -212,8 +212,139 @@ TEST_P(MatmulTest, PackedWeightsMatchUnpackedBitForBit) {
       EXPECT_EQ(got, want) << "m=" << m;
     }
   }
-  // Other weight types have no packed layout.
-  EXPECT_EQ(kernels::PackMatmulWeights(RandomWeights(DType::kF16, 16, 64, rng)), nullptr);
+  // The GGML 4- to 6-bit types have no packed layout.
+  EXPECT_EQ(kernels::PackMatmulWeights(Tensor::Allocate(DType::kQ4_0, {16, 64})), nullptr);
+}
+
+// Float weights (f32, f16, bf16) packed in panels (32 rows with VNNI, 16 at AVX2; bf16 in
+// column pairs, k padded to even) run one microkernel at every row count: sweep row counts
+// around the microkernel groups (6 / 8 rows) and the 256-row chunk, n around the panel size,
+// and k around the 256-column tiles, odd k included; each against the reference.
+TEST_P(MatmulTest, FloatPanelsMatchReferenceAcrossShapes) {
+  std::mt19937 rng(21);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  ThreadPool pool2(2), pool3(3);
+  ThreadPool* pools[] = {nullptr, &pool2, &pool3};
+  const bool expect_packed = GetParam() != SimdLevel::kScalar;
+  const int64_t panel_rows = GetParam() == SimdLevel::kAvx512Vnni ? 32 : 16;
+  struct Nk {
+    int64_t n, k;
+  };
+  struct Case {
+    DType dtype;
+    bool bf16_dot;  // bf16 weights through vdpbf16ps (where the level and CPU have it)
+  };
+  std::vector<Case> cases = {{DType::kF32, false}, {DType::kF16, false}, {DType::kBF16, false}};
+  const bool prior_dot = kernels::internal::SetAvx512Bf16DotForTesting(true);
+  if (kernels::internal::UseAvx512Bf16Dot()) cases.push_back({DType::kBF16, true});
+  for (const auto& [dtype, bf16_dot] : cases) {
+    kernels::internal::SetAvx512Bf16DotForTesting(bf16_dot);
+    for (const Nk& s : {Nk{1, 1}, Nk{17, 7}, Nk{33, 255}, Nk{45, 257}, Nk{70, 576}, Nk{16, 513}}) {
+      const Tensor w = RandomWeights(dtype, s.n, s.k, rng);
+      Tensor packed = w;
+      packed.packed = kernels::PackMatmulWeights(w);
+      ASSERT_EQ(packed.packed != nullptr, expect_packed) << DTypeName(dtype);
+      const int64_t cols = dtype == DType::kBF16 ? (s.k + 1) / 2 * 2 : s.k;
+      EXPECT_EQ(kernels::PackedMatmulWeightsBytes(w),
+                expect_packed ? (s.n + panel_rows - 1) / panel_rows * panel_rows * cols *
+                                    static_cast<int64_t>(DTypeBlockBytes(dtype))
+                              : 0);
+      for (int64_t m : {1, 2, 3, 5, 6, 7, 8, 9, 13, 40, 300}) {
+        std::vector<float> x(m * s.k);
+        for (auto& v : x) v = dist(rng);
+        // vdpbf16ps multiplies the activations rounded to bf16 (nearest even): exactly the
+        // reference's products on those activations, summed in another order.
+        std::vector<float> x_used = x;
+        if (bf16_dot) {
+          for (auto& v : x_used) v = Bf16ToFp32(Fp32ToBf16(v));
+        }
+        std::vector<float> expected(m * s.n);
+        reference::Matmul(x_used.data(), m, w, expected.data(), nullptr);
+        const std::vector<double> bound = ErrorBounds(x_used, m, w);
+        for (ThreadPool* pool : pools) {
+          std::vector<float> y(m * s.n, NAN);
+          kernels::Matmul(x.data(), m, packed, y.data(), pool);
+          for (int64_t i = 0; i < m * s.n; ++i) {
+            ASSERT_LE(std::fabs(y[i] - expected[i]), bound[i])
+                << DTypeName(dtype) << (bf16_dot ? " (vdpbf16ps)" : "") << " m=" << m << " n=" << s.n << " k=" << s.k << " i=" << i
+                << " threads=" << (pool ? pool->num_threads() : 1);
+          }
+        }
+      }
+    }
+  }
+  kernels::internal::SetAvx512Bf16DotForTesting(prior_dot);
+  // The panels are what runs: given another matrix's panels, the product is that matrix's.
+  if (expect_packed) {
+    for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+      const Tensor w1 = RandomWeights(dtype, 33, 96, rng);
+      const Tensor w2 = RandomWeights(dtype, 33, 96, rng);
+      Tensor mixed = w1;
+      mixed.packed = kernels::PackMatmulWeights(w2);
+      for (const int64_t m : {int64_t{1}, int64_t{12}}) {
+        std::vector<float> x(m * 96), want(m * 33), got(m * 33);
+        for (auto& v : x) v = dist(rng);
+        std::vector<float> x_used = x;  // as the kernel multiplies them (see above)
+        if (dtype == DType::kBF16 && kernels::internal::UseAvx512Bf16Dot()) {
+          for (auto& v : x_used) v = Bf16ToFp32(Fp32ToBf16(v));
+        }
+        reference::Matmul(x_used.data(), m, w2, want.data(), nullptr);
+        kernels::Matmul(x.data(), m, mixed, got.data(), nullptr);
+        for (int64_t i = 0; i < m * 33; ++i) {
+          EXPECT_NEAR(got[i], want[i], 1e-3 * (1.0 + std::fabs(want[i]))) << DTypeName(dtype);
+        }
+      }
+    }
+  }
+}
+
+// A group of products of the same activations gives each weight exactly Matmul's bits: Q8_0
+// and packed float weights share one quantization and one parallel section; mixed dtypes (and
+// unpacked floats) take one Matmul each.
+TEST_P(MatmulTest, MatmulGroupGivesEachMatmulsBits) {
+  std::mt19937 rng(31);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  ThreadPool pool2(2);
+  ThreadPool* pools[] = {nullptr, &pool2};
+  const int64_t k = 320;
+  auto packed = [&](DType dtype, int64_t n) {
+    Tensor w = RandomWeights(dtype, n, k, rng);
+    w.packed = kernels::PackMatmulWeights(w);
+    return w;
+  };
+  struct Group {
+    std::vector<Tensor> w;
+  };
+  std::vector<Group> groups;
+  for (DType dtype : {DType::kQ8_0, DType::kF16, DType::kBF16, DType::kF32}) {
+    groups.push_back({{packed(dtype, 96), packed(dtype, 33), packed(dtype, 33)}});
+  }
+  groups.push_back({{packed(DType::kQ8_0, 40), packed(DType::kF16, 17)}});          // mixed
+  groups.push_back({{RandomWeights(DType::kF16, 40, k, rng), packed(DType::kF16, 9)}});  // unpacked
+  for (const Group& g : groups) {
+    for (const int64_t m : {int64_t{1}, int64_t{2}, int64_t{7}, int64_t{33}}) {
+      std::vector<float> x(m * k);
+      for (auto& v : x) v = dist(rng);
+      for (ThreadPool* pool : pools) {
+        std::vector<std::vector<float>> want(g.w.size()), got(g.w.size());
+        for (size_t i = 0; i < g.w.size(); ++i) {
+          want[i].assign(m * g.w[i].shape[0], NAN);
+          got[i].assign(m * g.w[i].shape[0], NAN);
+          kernels::Matmul(x.data(), m, g.w[i], want[i].data(), pool);
+        }
+        if (g.w.size() == 3) {
+          kernels::MatmulGroup(x.data(), m, {{&g.w[0], got[0].data()}, {&g.w[1], got[1].data()},
+                                             {&g.w[2], got[2].data()}}, pool);
+        } else {
+          kernels::MatmulGroup(x.data(), m, {{&g.w[0], got[0].data()}, {&g.w[1], got[1].data()}},
+                               pool);
+        }
+        for (size_t i = 0; i < g.w.size(); ++i) {
+          EXPECT_EQ(got[i], want[i]) << DTypeName(g.w[i].dtype) << " weight " << i << " m=" << m;
+        }
+      }
+    }
+  }
 }
 
 // The AVX2 and VNNI panels compute every block's exact int32 dot product and the same float
