@@ -120,12 +120,15 @@ std::string FileTypeHelp() {
                  "mixes)";
 }
 
-void PrintPackedWeights(int64_t packed_bytes) {
+void PrintPackedWeights(int64_t packed_bytes, int64_t replaced_bytes) {
   if (packed_bytes <= 0) return;
-  std::fprintf(stderr,
-               "weights: q8_0 matrices repacked into AVX-512 VNNI panels for batched matmul, "
-               "+%s\n",
-               HumanBytes(packed_bytes).c_str());
+  std::fprintf(stderr, "weights: matrices repacked into %s panels at load, +%s",
+               kernels::SimdLevelName(), HumanBytes(packed_bytes).c_str());
+  if (replaced_bytes > 0) {
+    std::fprintf(stderr, " (%s of the file's weights no longer read)",
+                 HumanBytes(replaced_bytes).c_str());
+  }
+  std::fprintf(stderr, "\n");
 }
 
 }  // namespace kvserve::cli

@@ -85,6 +85,6 @@ void PrintModelSummary(const LoadedModel& model, double load_seconds);
 // The --dtype names of mkmodel and convert, for their help: "f32, f16, ..., q6_k (...)".
 std::string FileTypeHelp();
 // One line on the weights LlamaModel repacked for this CPU's batched matmul, if any.
-void PrintPackedWeights(int64_t packed_bytes);
+void PrintPackedWeights(int64_t packed_bytes, int64_t replaced_bytes);
 
 }  // namespace kvserve::cli

@@ -41,7 +41,7 @@ StatusOr<CommandModel> LoadCommandModel(const CommandModelOptions& options) {
     return NoTokenizerError();
   }
   KV_ASSIGN_OR_RETURN(out.model, LlamaModel::Create(std::move(loaded), options.model));
-  PrintPackedWeights(out.model->packed_weights_bytes());
+  PrintPackedWeights(out.model->packed_weights_bytes(), out.model->replaced_weights_bytes());
   return out;
 }
 

@@ -24,13 +24,14 @@ struct CeilingMeasurement {
 // one warm-up pass; the buffer is first touched by the threads that read it).
 CeilingMeasurement MeasureReadBandwidth(ThreadPool* pool, int64_t buffer_bytes, int repetitions);
 
-// f32 FMA operations per second: 12 independent 8-wide FMA chains per thread (AVX2; scalar
-// without it). Also the same rate per CPU-second the process got (robust to time-sharing).
+// f32 FMA operations per second at the kernels' SIMD level: 12 independent FMA chains per
+// thread, 16-wide at the AVX-512 level (full rate on Zen 5, half on Zen 4's 256-bit units),
+// 8-wide at AVX2, scalar below. Also the same rate per CPU-second the process got (robust to time-sharing).
 CeilingMeasurement MeasureFmaPeak(ThreadPool* pool, int repetitions,
                                   double* per_cpu_second_median = nullptr);
 
 // int8 x int8 multiply-adds (counted as 2 operations) per second at the kernels' SIMD level:
-// 12 independent VNNI dot-product chains (AVX-512 VNNI level), else maddubs + madd pairs
+// 12 independent 512-bit VNNI dot-product chains (AVX-512 VNNI level), else maddubs + madd pairs
 // (AVX2), else 0 (scalar: the int8 kernels do not exist there).
 CeilingMeasurement MeasureInt8DotPeak(ThreadPool* pool, int repetitions);
 

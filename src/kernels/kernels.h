@@ -91,6 +91,10 @@ void MatmulGroup(const float* x, int64_t m, std::initializer_list<MatmulOut> out
 // force when it was made (the level is chosen at start-up; tests that switch it pack again).
 std::shared_ptr<const void> PackMatmulWeights(const Tensor& w);
 int64_t PackedMatmulWeightsBytes(const Tensor& w);  // what PackMatmulWeights(w) allocates
+// Whether Matmul at the current level reads only w.packed, never w.data, when w.packed holds
+// PackMatmulWeights(w): float panels at both levels and q8_0 panels at AVX2 run every row
+// count; q8_0 at VNNI reads w.data for one row.
+bool PackedReplacesWeights(const Tensor& w);
 
 // out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i], for `num_rows` rows of `n` values.
 void RmsNorm(const float* x, const float* weight, int64_t num_rows, int64_t n, float eps,

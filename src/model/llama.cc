@@ -121,6 +121,9 @@ Status LlamaModel::Init() {
     tensor.packed = kernels::PackMatmulWeights(tensor);
     if (tensor.packed != nullptr) {
       packed_weights_bytes_ += kernels::PackedMatmulWeightsBytes(tensor);
+      if (&tensor != token_embd_ && kernels::PackedReplacesWeights(tensor)) {
+        replaced_weights_bytes_ += tensor.num_bytes();
+      }
     }
   }
   return OkStatus();

@@ -91,8 +91,13 @@ class LlamaModel {
   const ModelConfig& config() const { return model_.config; }
   const LoadedModel& loaded() const { return model_; }
   // Bytes of the matmul weights repacked at load for this CPU's kernel (Tensor::packed), held
-  // besides the file's weights (which decode of up to 4 rows and embedding lookups read).
+  // besides the file's weights.
   int64_t packed_weights_bytes() const { return packed_weights_bytes_; }
+  // Bytes of the file's weights that nothing reads after load: matrices whose packed copy is
+  // all Matmul reads at this level (kernels::PackedReplacesWeights; not the embedding table,
+  // which lookups read). Their pages stay mapped but, once evicted, are never paged in again,
+  // so the KV budget does not reserve memory for them.
+  int64_t replaced_weights_bytes() const { return replaced_weights_bytes_; }
   std::unique_ptr<DenseKvCache> NewCache(int64_t max_tokens) const;
   // The KV cache geometry of this model for a dtype and block size.
   KvCacheSpec kv_spec(DType dtype, int64_t block_size) const;
@@ -189,7 +194,8 @@ class LlamaModel {
   const Tensor* output_ = nullptr;  // output.weight, or token_embd when tied
   std::vector<float> output_norm_f32_;
   std::vector<float> inv_freqs_;
-  int64_t packed_weights_bytes_ = 0;  // Tensor::packed copies made by Init()
+  int64_t packed_weights_bytes_ = 0;    // Tensor::packed copies made by Init()
+  int64_t replaced_weights_bytes_ = 0;  // see replaced_weights_bytes()
 
   // Workspace, sized for `workspace_tokens_` rows.
   int64_t workspace_tokens_ = 0;

@@ -128,7 +128,8 @@ StatusOr<PagedKvCache> CreatePagedKvCache(LlamaModel& model, const Tokenizer* to
                                                               : cache.max_model_len;
   KV_ASSIGN_OR_RETURN(
       KvBudget budget,
-      ComputeKvBudget(cache.spec, config, cache.max_model_len, model.loaded().WeightBytes(),
+      ComputeKvBudget(cache.spec, config, cache.max_model_len,
+                      model.loaded().WeightBytes() - model.replaced_weights_bytes(),
                       ForwardWorkspaceBytes(mc, step_rows), AvailableMemoryBytes()));
   cache.budget_source = budget.source;
   KV_ASSIGN_OR_RETURN(cache.storage, KvStorage::Create(cache.spec, budget.num_blocks));

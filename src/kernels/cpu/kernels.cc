@@ -89,6 +89,11 @@ std::shared_ptr<const void> PackMatmulWeights(const Tensor& w) {
   return Vnni() ? internal::avx512::PackQ8Weights(w) : internal::avx2::PackQ8Weights(w);
 }
 
+bool PackedReplacesWeights(const Tensor& w) {
+  if (w.packed == nullptr || !HasPackedLayout(w)) return false;
+  return IsFloatWeight(w.dtype) || !Vnni();
+}
+
 int64_t PackedMatmulWeightsBytes(const Tensor& w) {
   if (!HasPackedLayout(w)) return 0;
   if (IsFloatWeight(w.dtype)) {
