@@ -190,7 +190,8 @@ for level in $LEVELS; do
     KVSERVE_SIMD=$level "$CEILING" --threads "$t" --format json >"$RESULTS/ceiling-$level-$t.json"
   done
 done
-lscpu | grep -E '^(Model name|Flags)' >"$RESULTS/machine.txt"
+{ lscpu | grep -E '^(Model name|Flags)'
+  grep -m2 -E '^(cpu family|model)[[:space:]]' /proc/cpuinfo || true; } >"$RESULTS/machine.txt"
 run_peer() {  # bench file threads out [extra flags]
   local bench=$1 file=$2 t=$3 out=$4
   shift 4
@@ -241,6 +242,10 @@ machine = open(os.path.join(results, "machine.txt")).read()
 model = next(l.split(":", 1)[1].strip() for l in machine.splitlines() if l.startswith("Model name"))
 flags = next(l.split(":", 1)[1].split() for l in machine.splitlines() if l.startswith("Flags"))
 simd = " ".join(f for f in flags if f.startswith(("avx", "fma", "f16c")))
+family = {l.split(":", 1)[0].strip(): l.split(":", 1)[1].strip() for l in machine.splitlines()
+          if l.startswith(("cpu family", "model"))}
+if family:  # "AMD EPYC" alone does not say Zen 4 (family 25) from Zen 5 (26)
+    model += f" (CPU family {family.get('cpu family', '?')}, model {family.get('model', '?')})"
 print(f"Machine: {model}, {os.cpu_count()} vCPUs; SIMD flags: {simd}. llama.cpp {llama_commit[:12]}, "
       f"ik_llama.cpp {ik_commit[:12]} (`-rtr 1`); pp{prompt_tokens} / tg{gen_tokens} tokens/s, "
       f"median of {runs} alternating rounds; f16 KV.")
@@ -251,7 +256,8 @@ for level in levels.split():
     for t in threads.split():
         c = load(os.path.join(results, f"ceiling-{level}-{t}.json"))
         print(f"- ceilings at {t} thread(s): read {fmt(c.get('read_bandwidth_gbs'))} GB/s, f32 FMA "
-              f"{fmt(c.get('fma_gflops'))} GFLOP/s")
+              f"{fmt(c.get('fma_gflops'))} GFLOP/s, int8 dot {fmt(c.get('int8_gops'))} GOP/s "
+              f"(each at the level's own vector width)")
     print()
     print("| model | type | threads | pp: llama.cpp / ik_llama.cpp / kvserve | kvserve / ik, / llama.cpp "
           "| kvserve GFLOP/s (of FMA peak) | tg: llama.cpp / ik_llama.cpp / kvserve "
