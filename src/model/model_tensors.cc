@@ -190,7 +190,6 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-bool IsFloatType(DType d) { return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16; }
 
 StatusOr<const Tensor*> FindModelTensor(const LoadedModel& model, const std::string& name,
                              const std::vector<int64_t>& shape, bool matrix) {
@@ -204,7 +203,7 @@ StatusOr<const Tensor*> FindModelTensor(const LoadedModel& model, const std::str
     return InvalidArgumentError("tensor '" + name + "' has shape " + ShapeText(t.shape) +
                                 " but the config implies " + ShapeText(shape));
   }
-  bool dtype_ok = IsFloatType(t.dtype) || (matrix && IsGgmlBlockType(t.dtype) &&
+  bool dtype_ok = IsFloatDType(t.dtype) || (matrix && IsGgmlBlockType(t.dtype) &&
                                             t.cols() % DTypeBlockElems(t.dtype) == 0);
   if (!dtype_ok) {
     return InvalidArgumentError("tensor '" + name + "' has unsupported type " +

@@ -44,6 +44,10 @@ std::optional<DType> ParseDType(std::string_view name);
 int64_t DTypeBlockElems(DType dtype);
 // True for the GGML block types (Q8_0, Q4_0 ... Q6_K): weights only, never KV or activations.
 bool IsGgmlBlockType(DType dtype);
+// True for f32, f16 and bf16.
+inline bool IsFloatDType(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16;
+}
 // Bytes of one storage block (4 for f32, 34 for Q8_0, 144 for Q4_K).
 int64_t DTypeBlockBytes(DType dtype);
 // Bytes of a row of `num_elems` values; num_elems must be a multiple of the block size.

@@ -64,10 +64,6 @@ void MatmulGroup(const float* x, int64_t m, std::initializer_list<MatmulOut> out
 }
 
 namespace {
-bool IsFloatWeight(DType dtype) {
-  return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16;
-}
-
 // Whether the current level has a packed layout for w: q8_0 panels and float (f32, f16, bf16)
 // panels at AVX2 and AVX-512 VNNI.
 bool HasPackedLayout(const Tensor& w) {
@@ -75,7 +71,7 @@ bool HasPackedLayout(const Tensor& w) {
     return false;
   }
   return (w.dtype == DType::kQ8_0 && w.shape[1] % kQ8_0BlockElems == 0) ||
-         IsFloatWeight(w.dtype);
+         IsFloatDType(w.dtype);
 }
 
 bool Vnni() { return internal::CurrentSimdLevel() == internal::SimdLevel::kAvx512Vnni; }
@@ -83,7 +79,7 @@ bool Vnni() { return internal::CurrentSimdLevel() == internal::SimdLevel::kAvx51
 
 std::shared_ptr<const void> PackMatmulWeights(const Tensor& w) {
   if (!HasPackedLayout(w)) return nullptr;
-  if (IsFloatWeight(w.dtype)) {
+  if (IsFloatDType(w.dtype)) {
     return Vnni() ? internal::avx512::PackFloatWeights(w) : internal::avx2::PackFloatWeights(w);
   }
   return Vnni() ? internal::avx512::PackQ8Weights(w) : internal::avx2::PackQ8Weights(w);
@@ -91,12 +87,12 @@ std::shared_ptr<const void> PackMatmulWeights(const Tensor& w) {
 
 bool PackedReplacesWeights(const Tensor& w) {
   if (w.packed == nullptr || !HasPackedLayout(w)) return false;
-  return IsFloatWeight(w.dtype) || !Vnni();
+  return IsFloatDType(w.dtype) || !Vnni();
 }
 
 int64_t PackedMatmulWeightsBytes(const Tensor& w) {
   if (!HasPackedLayout(w)) return 0;
-  if (IsFloatWeight(w.dtype)) {
+  if (IsFloatDType(w.dtype)) {
     return Vnni() ? internal::avx512::PackedFloatWeightsBytes(w)
                   : internal::avx2::PackedFloatWeightsBytes(w);
   }
