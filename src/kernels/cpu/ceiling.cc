@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <vector>
 
 #include "kernels/cpu/cpu_features.h"
@@ -104,7 +105,13 @@ __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vnni"))) double Int8
     for (int u = 0; u < 12; ++u) acc[u] = _mm512_dpbusd_epi32(acc[u], a, b);
   }
   for (int u = 1; u < 12; ++u) acc[0] = _mm512_add_epi32(acc[0], acc[u]);
-  *sink = _mm512_reduce_add_epi32(acc[0]);
+  // The sums wrap by design (the loop only has to keep the units busy); _mm512_reduce_add_epi32
+  // adds as signed int, which UBSan reports on overflow, so the lanes are added as unsigned.
+  alignas(64) uint32_t lanes[16];
+  _mm512_store_si512(lanes, acc[0]);
+  uint32_t sum = 0;
+  for (uint32_t v : lanes) sum += v;
+  *sink = static_cast<int>(sum);
   return static_cast<double>(iterations) * 12 * 64 * 2;
 }
 
