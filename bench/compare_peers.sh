@@ -11,7 +11,9 @@
 # 3. Per file and thread count, alternating runs (--runs rounds; each round runs every engine
 #    once): llama.cpp `llama-bench -p 512 -n 128`, ik_llama.cpp `llama-bench -rtr 1` (weights
 #    repacked at load) and `kvserve generate --random-prompt-tokens 512 -n 128` under
-#    KVSERVE_SIMD=LEVEL. f16 KV everywhere. Medians of the rounds.
+#    KVSERVE_SIMD=LEVEL. f16 KV everywhere. Medians of the rounds. With --f16-as-bf16, kvserve
+#    runs under KVSERVE_F16_AS_BF16=1: on a CPU with AVX512_BF16, f16 weights packed as bf16 at
+#    the avx512 level, the trade ik_llama.cpp's `-rtr 1` makes on Zen 4 (its PR #174).
 # 4. One table per level: pp512 / tg128 tokens/s, kvserve's ratio to each peer, and each figure
 #    beside the machine's ceilings (build/bench/ceiling at that level and thread count): prefill
 #    as GFLOP/s of matmul work against the f32 FMA peak, decode as weight GB/s against the read
@@ -25,7 +27,7 @@
 # usage: bench/compare_peers.sh [--llama-src REPO] [--ik-src REPO] [--levels "avx2 avx512"]
 #          [--presets "smollm2-135m llama-3.2-1b"] [--dtypes "f16 bf16 q8_0 q4_0 q4_k_m q6_k"]
 #          [--threads "1 2"] [--runs 3] [--prompt-tokens 512] [--gen-tokens 128]
-#          [--peers-dir build/peers] [--out FILE.md] [--build-only]
+#          [--peers-dir build/peers] [--out FILE.md] [--build-only] [--f16-as-bf16]
 set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -46,6 +48,7 @@ GEN_TOKENS=128
 PEERS_DIR=build/peers
 OUT=""
 BUILD_ONLY=0
+F16_AS_BF16=0
 while (($#)); do
   case "$1" in
     --llama-src) LLAMA_SRC="$2"; shift ;;
@@ -62,7 +65,8 @@ while (($#)); do
     --peers-dir) PEERS_DIR="$2"; shift ;;
     --out) OUT="$2"; shift ;;
     --build-only) BUILD_ONLY=1 ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    --f16-as-bf16) F16_AS_BF16=1 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -207,7 +211,7 @@ for p in $PRESETS; do
           log "$p $d threads=$t level=$level round $r/$RUNS"
           run_peer "${BENCH[llama-$level]}" "$f" "$t" "$RESULTS/llama-$level-$p-$d-$t-$r.json"
           run_peer "${BENCH[ik-$level]}" "$f" "$t" "$RESULTS/ik-$level-$p-$d-$t-$r.json" -rtr 1
-          KVSERVE_SIMD=$level "$KVSERVE" generate --model "$f" --output-format json --threads "$t" \
+          KVSERVE_F16_AS_BF16=$F16_AS_BF16 KVSERVE_SIMD=$level "$KVSERVE" generate --model "$f" --output-format json --threads "$t" \
             -n "$GEN_TOKENS" --random-prompt-tokens "$PROMPT_TOKENS" --ignore-eos \
             --temperature 0 --seed 0 >"$RESULTS/kvserve-$level-$p-$d-$t-$r.json" 2>"$RESULTS/kv.err" ||
             { tail -5 "$RESULTS/kv.err" >&2; exit 1; }
@@ -219,10 +223,10 @@ done
 
 # ---- 4. Tables ----
 python3 - "$RESULTS" "$LEVELS" "$PRESETS" "$DTYPES" "$THREADS" "$RUNS" "$PROMPT_TOKENS" \
-  "$GEN_TOKENS" "$LLAMA_COMMIT" "$IK_COMMIT" >"$RESULTS/table.md" <<'EOF'
+  "$GEN_TOKENS" "$LLAMA_COMMIT" "$IK_COMMIT" "$F16_AS_BF16" >"$RESULTS/table.md" <<'EOF'
 import json, os, statistics, sys
 (results, levels, presets, dtypes, threads, runs, prompt_tokens, gen_tokens, llama_commit,
- ik_commit) = sys.argv[1:]
+ ik_commit, f16_as_bf16) = sys.argv[1:]
 runs, prompt_tokens, gen_tokens = int(runs), int(prompt_tokens), int(gen_tokens)
 
 def load(path):
@@ -248,7 +252,9 @@ if family:  # "AMD EPYC" alone does not say Zen 4 (family 25) from Zen 5 (26)
     model += f" (CPU family {family.get('cpu family', '?')}, model {family.get('model', '?')})"
 print(f"Machine: {model}, {os.cpu_count()} vCPUs; SIMD flags: {simd}. llama.cpp {llama_commit[:12]}, "
       f"ik_llama.cpp {ik_commit[:12]} (`-rtr 1`); pp{prompt_tokens} / tg{gen_tokens} tokens/s, "
-      f"median of {runs} alternating rounds; f16 KV.")
+      f"median of {runs} alternating rounds; f16 KV."
+      + (" kvserve under KVSERVE_F16_AS_BF16=1 (f16 weights as bf16 at avx512 where the CPU "
+         "has AVX512_BF16, as ik_llama.cpp's `-rtr 1` on Zen 4)." if f16_as_bf16 == "1" else ""))
 for level in levels.split():
     print()
     print(f"### {level}")

@@ -104,9 +104,12 @@ void PrintModelSummary(const LoadedModel& model, double load_seconds) {
                HumanCount(model.config.NumParameters()).c_str(),
                TallyWeightBytes(model.tensors).ToString().c_str(), load_seconds);
   // The kernels' instruction-set level (KVSERVE_SIMD=scalar|avx2|avx512 picks a lower one).
-  std::fprintf(stderr, "kernels: %s (this CPU: %s)%s%s\n", kernels::SimdLevelName(),
+  std::fprintf(stderr, "kernels: %s (this CPU: %s)%s%s%s\n", kernels::SimdLevelName(),
                kernels::CpuSimdLevelName(), kernels::SimdLevelNote().empty() ? "" : "; ",
-               kernels::SimdLevelNote().c_str());
+               kernels::SimdLevelNote().c_str(),
+               kernels::F16WeightsAsBf16()
+                   ? "; f16 weights run as bf16 (KVSERVE_F16_AS_BF16=1: 8-bit mantissas)"
+                   : "");
 }
 
 std::string FileTypeHelp() {

@@ -371,6 +371,7 @@ int RunServe(const ServeOptions& o) {
   so.shutdown_timeout_s = o.shutdown_timeout_s;
   so.simd_level = kernels::SimdLevelName();
   so.cpu_simd_level = kernels::CpuSimdLevelName();
+  so.f16_weights_as_bf16 = kernels::F16WeightsAsBf16();
   so.embedder = embedder;
   so.embedding_model_name = embedding_name;
   if (o.semantic_cache && !embeddings_only) {

@@ -88,6 +88,7 @@ struct ServerOptions {
   // CpuSimdLevelName), for /metrics.
   std::string simd_level;
   std::string cpu_simd_level;
+  bool f16_weights_as_bf16 = false;  // kernels::F16WeightsAsBf16()
 };
 
 // Owns the HTTP server and its metrics; borrows the engine and the tokenizer (must outlive it).

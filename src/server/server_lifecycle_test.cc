@@ -202,6 +202,7 @@ TEST_F(ServerTest, MetricsExplainTheCacheAndPassPromtool) {
         "kvserve:kv_cache_fragmentation_perc", "kvserve:kv_cache_capacity_tokens 8192",
         "kvserve:kv_cache_bytes_per_token ", "kvserve:kv_cache_layout_info{layout=\"separate_kv\"",
         "kvserve:simd_level_info{level=\"",
+        ",f16_as_bf16=\"0\"} 1",
         "kvserve:prefix_cache_queries_total 100", "kvserve:prefix_cache_hits_total 48",
         "kvserve:prefix_cache_hit_rate 0.48", "kvserve:prefix_cache_miss_tokens_total{reason=",
         "kvserve:prefix_cache_evicted_blocks_total 0", "kvserve:num_preemptions_total 0",

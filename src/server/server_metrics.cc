@@ -173,9 +173,12 @@ std::string OpenAiServer::RenderMetrics() const {
             {"values_per_token_per_layer", std::to_string(kv.values_per_token_per_layer)}});
   w.family("simd_level_info", "gauge",
            "The instruction-set level the kernels run at (scalar, avx2, avx512; KVSERVE_SIMD "
-           "picks a lower one) and the best this CPU has (value 1).");
+           "picks a lower one), the best this CPU has, and whether f16 weights run as bf16 "
+           "(KVSERVE_F16_AS_BF16=1) (value 1).");
   w.sample("simd_level_info", 1.0,
-           {{"level", options_.simd_level}, {"cpu", options_.cpu_simd_level}});
+           {{"level", options_.simd_level},
+            {"cpu", options_.cpu_simd_level},
+            {"f16_as_bf16", options_.f16_weights_as_bf16 ? "1" : "0"}});
   w.single("kv_cache_blocks", "gauge", "KV blocks in the pool.", static_cast<double>(st.num_blocks));
   w.family("kv_cache_blocks_by_state", "gauge",
            "KV blocks by state: in_use (held by requests), cached (only the prefix cache), free.");

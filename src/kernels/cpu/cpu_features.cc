@@ -119,6 +119,24 @@ bool UseAvx512Bf16Dot() {
 
 bool SetAvx512Bf16DotForTesting(bool enabled) { return Bf16DotSlot().exchange(enabled); }
 
+namespace {
+std::atomic<bool>& F16AsBf16Slot() {
+  static std::atomic<bool> enabled{[] {
+    const char* on = std::getenv("KVSERVE_F16_AS_BF16");
+    return on != nullptr && on[0] != '\0' && std::strcmp(on, "0") != 0;
+  }()};
+  return enabled;
+}
+}  // namespace
+
+bool PackF16AsBf16() {
+  static const bool cpu_has = CpuHasAvx512Bf16();
+  return cpu_has && CurrentSimdLevel() == SimdLevel::kAvx512Vnni &&
+         F16AsBf16Slot().load(std::memory_order_relaxed);
+}
+
+bool SetF16AsBf16ForTesting(bool enabled) { return F16AsBf16Slot().exchange(enabled); }
+
 SimdLevel SetSimdLevelForTesting(SimdLevel level) {
   int clamped = std::min(static_cast<int>(level), static_cast<int>(DetectedSimdLevel()));
   return static_cast<SimdLevel>(LevelSlot().exchange(clamped));

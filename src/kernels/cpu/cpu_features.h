@@ -38,4 +38,14 @@ bool UseAvx512Bf16Dot();
 // value of the switch.
 bool SetAvx512Bf16DotForTesting(bool enabled);
 
+// Whether f16 weights are packed at load as bf16 panels (rounded to nearest even) and run on the
+// bf16 kernels (vdpbf16ps): opt-in with KVSERVE_F16_AS_BF16=1, and only at the avx512 level on a
+// CPU with AVX512_BF16. It trades precision for speed as ik_llama.cpp's `-rtr` does on Zen 4
+// (its PR #174): bf16 keeps f16's range but 8 bits of mantissa instead of 11. The packed layout
+// belongs to the value in force when it was made (read at pack time and at every matmul), like
+// the level: tests that switch it pack again.
+bool PackF16AsBf16();
+// Sets the KVSERVE_F16_AS_BF16 switch; returns the previous value.
+bool SetF16AsBf16ForTesting(bool enabled);
+
 }  // namespace kvserve::kernels::internal

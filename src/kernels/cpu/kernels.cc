@@ -28,6 +28,7 @@ bool SimdEnabled() { return UseSimd(); }
 const char* SimdLevelName() { return internal::SimdLevelName(internal::CurrentSimdLevel()); }
 const char* CpuSimdLevelName() { return internal::SimdLevelName(internal::DetectedSimdLevel()); }
 const std::string& SimdLevelNote() { return internal::SimdLevelNote(); }
+bool F16WeightsAsBf16() { return internal::PackF16AsBf16(); }
 
 void Matmul(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool) {
   KV_CHECK(w.shape.size() == 2) << "Matmul weight must be 2-D, got " << w.ShapeString();

@@ -232,19 +232,37 @@ TEST_P(MatmulTest, FloatPanelsMatchReferenceAcrossShapes) {
   };
   struct Case {
     DType dtype;
-    bool bf16_dot;  // bf16 weights through vdpbf16ps (where the level and CPU have it)
+    bool bf16_dot;     // bf16 panels through vdpbf16ps (where the level and CPU have it)
+    bool f16_as_bf16;  // f16 weights packed as bf16 panels (KVSERVE_F16_AS_BF16)
   };
-  std::vector<Case> cases = {{DType::kF32, false}, {DType::kF16, false}, {DType::kBF16, false}};
+  std::vector<Case> cases = {
+      {DType::kF32, false, false}, {DType::kF16, false, false}, {DType::kBF16, false, false}};
   const bool prior_dot = kernels::internal::SetAvx512Bf16DotForTesting(true);
-  if (kernels::internal::UseAvx512Bf16Dot()) cases.push_back({DType::kBF16, true});
-  for (const auto& [dtype, bf16_dot] : cases) {
+  const bool prior_f16 = kernels::internal::SetF16AsBf16ForTesting(true);
+  if (kernels::internal::UseAvx512Bf16Dot()) cases.push_back({DType::kBF16, true, false});
+  if (kernels::internal::PackF16AsBf16()) cases.push_back({DType::kF16, true, true});
+  for (const auto& [dtype, bf16_dot, f16_as_bf16] : cases) {
     kernels::internal::SetAvx512Bf16DotForTesting(bf16_dot);
+    kernels::internal::SetF16AsBf16ForTesting(f16_as_bf16);
     for (const Nk& s : {Nk{1, 1}, Nk{17, 7}, Nk{33, 255}, Nk{45, 257}, Nk{70, 576}, Nk{16, 513}}) {
       const Tensor w = RandomWeights(dtype, s.n, s.k, rng);
       Tensor packed = w;
       packed.packed = kernels::PackMatmulWeights(w);
       ASSERT_EQ(packed.packed != nullptr, expect_packed) << DTypeName(dtype);
-      const int64_t cols = dtype == DType::kBF16 ? (s.k + 1) / 2 * 2 : s.k;
+      // f16 packed as bf16 multiplies the weights rounded to bf16 (nearest even): the reference
+      // runs on those.
+      Tensor w_used = w;
+      if (f16_as_bf16) {
+        w_used = Tensor::Allocate(DType::kBF16, {s.n, s.k});
+        std::vector<float> row(s.k);
+        for (int64_t j = 0; j < s.n; ++j) {
+          DequantizeRow(DType::kF16, w.row(j), row.data(), s.k);
+          QuantizeRow(DType::kBF16, row.data(),
+                      static_cast<char*>(w_used.mutable_data()) + j * w_used.row_bytes(), s.k);
+        }
+      }
+      const bool pairs = dtype == DType::kBF16 || f16_as_bf16;
+      const int64_t cols = pairs ? (s.k + 1) / 2 * 2 : s.k;
       EXPECT_EQ(kernels::PackedMatmulWeightsBytes(w),
                 expect_packed ? (s.n + panel_rows - 1) / panel_rows * panel_rows * cols *
                                     static_cast<int64_t>(DTypeBlockBytes(dtype))
@@ -259,21 +277,45 @@ TEST_P(MatmulTest, FloatPanelsMatchReferenceAcrossShapes) {
           for (auto& v : x_used) v = Bf16ToFp32(Fp32ToBf16(v));
         }
         std::vector<float> expected(m * s.n);
-        reference::Matmul(x_used.data(), m, w, expected.data(), nullptr);
-        const std::vector<double> bound = ErrorBounds(x_used, m, w);
+        reference::Matmul(x_used.data(), m, w_used, expected.data(), nullptr);
+        const std::vector<double> bound = ErrorBounds(x_used, m, w_used);
+        // The precision given up, against the f16 weights and f32 activations: rounding an
+        // operand to bf16 (8 significant bits, nearest even) moves it by at most 2^-8 of
+        // itself, so each product by at most (2^-8 + 2^-8 + 2^-16) of |x w|; that times
+        // sum |x w|, plus the float bound.
+        std::vector<float> exact(m * s.n);
+        std::vector<double> rounding(m * s.n);
+        if (f16_as_bf16) {
+          reference::Matmul(x.data(), m, w, exact.data(), nullptr);
+          std::vector<float> row(s.k);
+          for (int64_t j = 0; j < s.n; ++j) {
+            DequantizeRow(DType::kF16, w.row(j), row.data(), s.k);
+            for (int64_t i = 0; i < m; ++i) {
+              double abs_sum = 0.0;
+              for (int64_t c = 0; c < s.k; ++c) abs_sum += std::fabs(double(x[i * s.k + c]) * row[c]);
+              rounding[i * s.n + j] = (2.0 / 256 + 1.0 / 65536) * abs_sum;
+            }
+          }
+        }
         for (ThreadPool* pool : pools) {
           std::vector<float> y(m * s.n, NAN);
           kernels::Matmul(x.data(), m, packed, y.data(), pool);
           for (int64_t i = 0; i < m * s.n; ++i) {
             ASSERT_LE(std::fabs(y[i] - expected[i]), bound[i])
-                << DTypeName(dtype) << (bf16_dot ? " (vdpbf16ps)" : "") << " m=" << m << " n=" << s.n << " k=" << s.k << " i=" << i
-                << " threads=" << (pool ? pool->num_threads() : 1);
+                << DTypeName(dtype) << (bf16_dot ? " (vdpbf16ps)" : "")
+                << (f16_as_bf16 ? " (packed as bf16)" : "") << " m=" << m << " n=" << s.n
+                << " k=" << s.k << " i=" << i << " threads=" << (pool ? pool->num_threads() : 1);
+            if (f16_as_bf16) {
+              ASSERT_LE(std::fabs(y[i] - exact[i]), rounding[i] + bound[i])
+                  << "f16 packed as bf16 against the f16 reference, m=" << m << " i=" << i;
+            }
           }
         }
       }
     }
   }
   kernels::internal::SetAvx512Bf16DotForTesting(prior_dot);
+  kernels::internal::SetF16AsBf16ForTesting(prior_f16);
   // The panels are what runs: given another matrix's panels, the product is that matrix's.
   if (expect_packed) {
     for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
