@@ -1,6 +1,7 @@
 // Measures this machine's ceilings for the kernels (kernels/ceiling.h): memory read bandwidth
-// (STREAM-like sum over a large buffer), f32 FMA peak and int8 dot-product peak (at the SIMD
-// level in force), all with N threads. Benchmarks state their results as fractions of these.
+// (STREAM-like sum over a large buffer), f32 FMA peak, int8 dot-product peak (at the SIMD
+// level in force) and bf16 dot-product peak (vdpbf16ps, where the kernels use it), all with N
+// threads. Benchmarks state their results as fractions of these.
 //
 //   ceiling [--threads N] [--format json|text] [--buffer_mib MIB] [--repetitions R]
 //
@@ -56,22 +57,28 @@ int main(int argc, char** argv) {
       kvserve::kernels::MeasureFmaPeak(&pool, repetitions, &fma_per_cpu);
   const kvserve::kernels::CeilingMeasurement int8 =
       kvserve::kernels::MeasureInt8DotPeak(&pool, repetitions);
+  const kvserve::kernels::CeilingMeasurement bf16 =
+      kvserve::kernels::MeasureBf16DotPeak(&pool, repetitions);
   if (format == "json") {
     std::printf(
         "{\"read_bandwidth_gbs\": %.2f, \"read_bandwidth_median_gbs\": %.2f, \"fma_gflops\": %.2f, "
         "\"fma_median_gflops\": %.2f, \"fma_gflops_per_cpu_second\": %.2f, \"int8_gops\": %.2f, "
-        "\"int8_median_gops\": %.2f, \"simd_level\": \"%s\", \"threads\": %d, "
+        "\"int8_median_gops\": %.2f, \"bf16_dot_gflops\": %.2f, \"bf16_dot_median_gflops\": %.2f, "
+        "\"simd_level\": \"%s\", \"threads\": %d, "
         "\"statistic\": \"best of %d\", \"buffer_mib\": %lld}\n",
         bw.best / 1e9, bw.median / 1e9, fma.best / 1e9, fma.median / 1e9, fma_per_cpu / 1e9,
-        int8.best / 1e9, int8.median / 1e9, kvserve::kernels::SimdLevelName(), threads,
+        int8.best / 1e9, int8.median / 1e9, bf16.best / 1e9, bf16.median / 1e9,
+        kvserve::kernels::SimdLevelName(), threads,
         repetitions, static_cast<long long>(buffer_mib));
   } else {
     std::printf("threads: %d (kernels: %s)\nread bandwidth: best %.2f GB/s, median %.2f GB/s (%d "
                 "passes over %lld MiB)\nf32 FMA: best %.2f GFLOP/s, median %.2f GFLOP/s\n"
-                "int8 dot: best %.2f GOP/s, median %.2f GOP/s\n",
+                "int8 dot: best %.2f GOP/s, median %.2f GOP/s\n"
+                "bf16 dot (vdpbf16ps; 0 where the kernels do not use it): best %.2f GFLOP/s, "
+                "median %.2f GFLOP/s\n",
                 threads, kvserve::kernels::SimdLevelName(), bw.best / 1e9, bw.median / 1e9,
                 repetitions, static_cast<long long>(buffer_mib), fma.best / 1e9, fma.median / 1e9,
-                int8.best / 1e9, int8.median / 1e9);
+                int8.best / 1e9, int8.median / 1e9, bf16.best / 1e9, bf16.median / 1e9);
   }
   return 0;
 }

@@ -261,12 +261,15 @@ for level in levels.split():
     print()
     for t in threads.split():
         c = load(os.path.join(results, f"ceiling-{level}-{t}.json"))
+        bf16_dot = c.get('bf16_dot_gflops') or 0
         print(f"- ceilings at {t} thread(s): read {fmt(c.get('read_bandwidth_gbs'))} GB/s, f32 FMA "
-              f"{fmt(c.get('fma_gflops'))} GFLOP/s, int8 dot {fmt(c.get('int8_gops'))} GOP/s "
-              f"(each at the level's own vector width)")
+              f"{fmt(c.get('fma_gflops'))} GFLOP/s, int8 dot {fmt(c.get('int8_gops'))} GOP/s"
+              + (f", bf16 dot (vdpbf16ps) {fmt(bf16_dot)} GFLOP/s" if bf16_dot else "")
+              + " (each at the level's own vector width)")
     print()
     print("| model | type | threads | pp: llama.cpp / ik_llama.cpp / kvserve | kvserve / ik, / llama.cpp "
-          "| kvserve GFLOP/s (of FMA peak) | tg: llama.cpp / ik_llama.cpp / kvserve "
+          "| kvserve GFLOP/s (of FMA peak; bf16 dot peak in brackets where it runs) "
+          "| tg: llama.cpp / ik_llama.cpp / kvserve "
           "| kvserve / ik, / llama.cpp | kvserve GB/s (of read ceiling) |")
     print("|---|---|---:|---|---|---|---|---|---|")
     for p in presets.split():
@@ -289,9 +292,13 @@ for level in levels.split():
                 params = ks[0]["parameters_per_token"] - out_params + out_params / prompt_tokens
                 gflops = kpp * 2 * params / 1e9
                 gbs = ktg * ks[0]["weight_bytes_per_token"] / 1e9
+                # Rows whose matmuls run vdpbf16ps: bf16, and f16 under KVSERVE_F16_AS_BF16=1.
+                dot = c.get("bf16_dot_gflops") or 0
+                on_dot = dot and (d == "bf16" or (d == "f16" and f16_as_bf16 == "1"))
+                dot_note = f" [{fmt(gflops / dot, 2)}]" if on_dot else ""
                 print(f"| {p} | {d} | {t} | {fmt(lpp)} / {fmt(ipp)} / {fmt(kpp)} | "
                       f"{fmt(kpp / ipp, 2)}, {fmt(kpp / lpp, 2)} | {fmt(gflops)} "
-                      f"({fmt(gflops / fma if fma else None, 2)}) | {fmt(ltg)} / {fmt(itg)} / "
+                      f"({fmt(gflops / fma if fma else None, 2)}){dot_note} | {fmt(ltg)} / {fmt(itg)} / "
                       f"{fmt(ktg)} | {fmt(ktg / itg, 2)}, {fmt(ktg / ltg, 2)} | {fmt(gbs)} "
                       f"({fmt(gbs / bw if bw else None, 2)}) |")
 EOF

@@ -35,4 +35,10 @@ CeilingMeasurement MeasureFmaPeak(ThreadPool* pool, int repetitions,
 // (AVX2), else 0 (scalar: the int8 kernels do not exist there).
 CeilingMeasurement MeasureInt8DotPeak(ThreadPool* pool, int repetitions);
 
+// bf16 x bf16 multiply-adds into f32 (counted as 2 operations) per second through vdpbf16ps:
+// 12 independent 512-bit chains of 32 multiply-adds each, where the bf16 weight kernels use it
+// (the avx512 level on a CPU with AVX512_BF16, kernels: UseAvx512Bf16Dot); else 0. The
+// ceiling of bf16 weights, and of f16 weights under KVSERVE_F16_AS_BF16=1.
+CeilingMeasurement MeasureBf16DotPeak(ThreadPool* pool, int repetitions);
+
 }  // namespace kvserve::kernels

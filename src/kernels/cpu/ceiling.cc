@@ -115,6 +115,29 @@ __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vnni"))) double Int8
   return static_cast<double>(iterations) * 12 * 64 * 2;
 }
 
+// 12 chains of 512-bit vdpbf16ps: 32 bf16 multiply-adds each.
+__attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512bf16"))) double Bf16LoopAvx512(
+    int64_t iterations, float seed, float* sink) {
+  __m512 acc[12];
+  for (int u = 0; u < 12; ++u) acc[u] = _mm512_set1_ps(seed + static_cast<float>(u));
+  // 1.0 and a tiny factor (bf16 0x3f80, 0x3380): the sums stay finite over any run.
+  const __m512i a_bits = _mm512_set1_epi16(static_cast<short>(0x3f80));
+  const __m512i b_bits = _mm512_set1_epi16(static_cast<short>(0x3380));
+  const __m512bh a = reinterpret_cast<const __m512bh&>(a_bits);
+  const __m512bh b = reinterpret_cast<const __m512bh&>(b_bits);
+  for (int64_t it = 0; it < iterations; ++it) {
+#pragma GCC unroll 12
+    for (int u = 0; u < 12; ++u) acc[u] = _mm512_dpbf16_ps(acc[u], a, b);
+  }
+  for (int u = 1; u < 12; ++u) acc[0] = _mm512_add_ps(acc[0], acc[u]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, acc[0]);
+  float sum = 0.0f;
+  for (float v : lanes) sum += v;
+  *sink = sum;
+  return static_cast<double>(iterations) * 12 * 32 * 2;
+}
+
 // 12 chains of maddubs (u8 x s8 -> s16 pairs) + madd (-> s32) + add: 32 multiply-adds each.
 __attribute__((target("avx2"))) double Int8LoopAvx2(int64_t iterations, int seed, int* sink) {
   __m256i acc[12];
@@ -229,6 +252,23 @@ CeilingMeasurement MeasureInt8DotPeak(ThreadPool* pool, int repetitions) {
       ops[t] = level == SimdLevel::kAvx512Vnni ? Int8LoopVnni(iterations, t, &sinks[t])
                                                : Int8LoopAvx2(iterations, t, &sinks[t]);
     });
+    const double s = Seconds(start);
+    double total = 0;
+    for (double o : ops) total += o;
+    rates.push_back(total / s);
+  }
+  return Summarize(rates);
+}
+
+CeilingMeasurement MeasureBf16DotPeak(ThreadPool* pool, int repetitions) {
+  if (!internal::UseAvx512Bf16Dot()) return {};
+  std::vector<float> sinks(static_cast<size_t>(pool->num_threads()));
+  std::vector<double> rates;
+  const int64_t iterations = 10'000'000;
+  for (int r = 0; r < repetitions; ++r) {
+    std::vector<double> ops(static_cast<size_t>(pool->num_threads()));
+    const auto start = Clock::now();
+    pool->RunOnAll([&](int t) { ops[t] = Bf16LoopAvx512(iterations, 1.0f + t, &sinks[t]); });
     const double s = Seconds(start);
     double total = 0;
     for (double o : ops) total += o;

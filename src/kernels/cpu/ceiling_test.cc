@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/simd_level_test_util.h"
 
 namespace kvserve::kernels {
@@ -27,6 +28,13 @@ TEST_P(CeilingTest, PositiveAtEveryLevel) {
     EXPECT_EQ(int8.best, 0.0);
   } else {
     EXPECT_GT(int8.best, 1e9);
+  }
+  // vdpbf16ps only where the bf16 kernels use it.
+  const CeilingMeasurement bf16 = MeasureBf16DotPeak(&pool, 1);
+  if (internal::UseAvx512Bf16Dot()) {
+    EXPECT_GT(bf16.best, 1e9);
+  } else {
+    EXPECT_EQ(bf16.best, 0.0);
   }
 }
 
