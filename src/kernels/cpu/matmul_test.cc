@@ -219,7 +219,8 @@ TEST_P(MatmulTest, PackedWeightsMatchUnpackedBitForBit) {
 // Float weights (f32, f16, bf16) packed in panels (32 rows with VNNI, 16 at AVX2; bf16 in
 // column pairs, k padded to even) run one microkernel at every row count: sweep row counts
 // around the microkernel groups (6 / 8 rows) and the 256-row chunk, n around the panel size,
-// and k around the 256-column tiles, odd k included; each against the reference.
+// and k past the k-tiles (2048 to 8192 columns by level and type), odd k included; each against
+// the reference.
 TEST_P(MatmulTest, FloatPanelsMatchReferenceAcrossShapes) {
   std::mt19937 rng(21);
   std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -244,7 +245,8 @@ TEST_P(MatmulTest, FloatPanelsMatchReferenceAcrossShapes) {
   for (const auto& [dtype, bf16_dot, f16_as_bf16] : cases) {
     kernels::internal::SetAvx512Bf16DotForTesting(bf16_dot);
     kernels::internal::SetF16AsBf16ForTesting(f16_as_bf16);
-    for (const Nk& s : {Nk{1, 1}, Nk{17, 7}, Nk{33, 255}, Nk{45, 257}, Nk{70, 576}, Nk{16, 513}}) {
+    for (const Nk& s : {Nk{1, 1}, Nk{17, 7}, Nk{33, 255}, Nk{45, 257}, Nk{70, 576}, Nk{16, 513},
+                          Nk{17, 8195}}) {  // 8195: past every level's k-tile, odd
       const Tensor w = RandomWeights(dtype, s.n, s.k, rng);
       Tensor packed = w;
       packed.packed = kernels::PackMatmulWeights(w);
