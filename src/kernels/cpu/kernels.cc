@@ -65,14 +65,15 @@ void MatmulGroup(const float* x, int64_t m, std::initializer_list<MatmulOut> out
 }
 
 namespace {
-// Whether the current level has a packed layout for w: q8_0 panels and float (f32, f16, bf16)
-// panels at AVX2 and AVX-512 VNNI.
+// Whether the current level has a packed layout for w: q8_0 panels (for q8_0, q4_0 and q5_0)
+// and float (f32, f16, bf16) panels at AVX2 and AVX-512 VNNI.
 bool HasPackedLayout(const Tensor& w) {
   if (w.shape.size() != 2 || internal::CurrentSimdLevel() == internal::SimdLevel::kScalar) {
     return false;
   }
-  return (w.dtype == DType::kQ8_0 && w.shape[1] % kQ8_0BlockElems == 0) ||
-         IsFloatDType(w.dtype);
+  const bool q8_panels =
+      w.dtype == DType::kQ8_0 || w.dtype == DType::kQ4_0 || w.dtype == DType::kQ5_0;
+  return (q8_panels && w.shape[1] % kQ8_0BlockElems == 0) || IsFloatDType(w.dtype);
 }
 
 bool Vnni() { return internal::CurrentSimdLevel() == internal::SimdLevel::kAvx512Vnni; }
@@ -88,7 +89,8 @@ std::shared_ptr<const void> PackMatmulWeights(const Tensor& w) {
 
 bool PackedReplacesWeights(const Tensor& w) {
   if (w.packed == nullptr || !HasPackedLayout(w)) return false;
-  return IsFloatDType(w.dtype) || !Vnni();
+  // q8_0 at VNNI, and q4_0 / q5_0 at both levels, read w.data for one row.
+  return IsFloatDType(w.dtype) || (w.dtype == DType::kQ8_0 && !Vnni());
 }
 
 int64_t PackedMatmulWeightsBytes(const Tensor& w) {

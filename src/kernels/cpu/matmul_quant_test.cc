@@ -76,8 +76,9 @@ class MatmulQuantTest : public SimdLevelTest {
  protected:
   // Checks every odd shape for `dtype` over the given k values, with and without threads, and
   // that all thread counts give the same bits.
+  // packed: the weights packed at load (PackMatmulWeights: q4_0 / q5_0 as q8_0 panels).
   void CheckShapes(DType dtype, const std::vector<int64_t>& ks, const RandomGgmlOptions& options,
-                   uint32_t seed) {
+                   uint32_t seed, bool packed = false) {
     std::mt19937 rng(seed);
     std::normal_distribution<float> dist(0.0f, 1.0f);
     ThreadPool pool2(2), pool3(3);
@@ -85,13 +86,20 @@ class MatmulQuantTest : public SimdLevelTest {
     const int64_t act_block = DTypeBlockElems(dtype) == 256 ? 256 : 32;
     for (int64_t k : ks) {
       for (int64_t n : {1, 3, 17, 33, 70}) {
-        const Tensor w = RandomGgmlWeights(dtype, n, k, rng, options);
+        Tensor w = RandomGgmlWeights(dtype, n, k, rng, options);
+        if (packed) {
+          w.packed = kernels::PackMatmulWeights(w);
+          ASSERT_EQ(w.packed != nullptr, GetParam() != SimdLevel::kScalar) << DTypeName(dtype);
+        }
         for (int64_t m : {1, 2, 3, 4, 5, 7, 16, 33}) {
           std::vector<float> x(m * k);
           for (auto& v : x) v = dist(rng);
-          // Some rows scaled far up or down: activation scales are per block and row.
+          // Some rows scaled far up or down: activation scales are per block and row. The Q8_0
+          // kernels (the packed path) keep them in fp16, as GGML's Q8_0 activations do, so
+          // their small row stays where the scale (amax / 127) is a normal fp16 (>= 6.1e-5).
           if (m > 2) {
-            for (int64_t c = 0; c < k; ++c) x[k + c] *= 1e-4f;
+            const float small = packed ? 1e-2f : 1e-4f;
+            for (int64_t c = 0; c < k; ++c) x[k + c] *= small;
             for (int64_t c = 0; c < k; ++c) x[2 * k + c] *= 1e4f;
           }
           const Expected e = Expect(x, m, w, act_block);
@@ -127,6 +135,41 @@ class MatmulQuantTest : public SimdLevelTest {
 
 TEST_P(MatmulQuantTest, LegacyTypesMatchReference) {
   for (DType dtype : kLegacyTypes) CheckShapes(dtype, {32, 96, 160}, {}, 11);
+}
+
+// Q4_0 and Q5_0 packed at load as Q8_0 panels (exact: (q - 8) d is a Q8_0 value with the same
+// d), which run from 2 rows on; one row reads the 4-/5-bit data.
+TEST_P(MatmulQuantTest, LegacyTypesPackedAsQ8MatchReference) {
+  for (DType dtype : {DType::kQ4_0, DType::kQ5_0}) {
+    CheckShapes(dtype, {32, 96, 160}, {}, 17, /*packed=*/true);
+    RandomGgmlOptions extreme;
+    extreme.extreme = true;
+    CheckShapes(dtype, {96}, extreme, 18, /*packed=*/true);
+  }
+  EXPECT_EQ(kernels::PackMatmulWeights(Tensor::Allocate(DType::kQ4_1, {16, 64})), nullptr);
+  // The panels are what runs from 2 rows on: given another matrix's panels, the product is that
+  // matrix's; one row reads w.data.
+  if (GetParam() == SimdLevel::kScalar) return;
+  std::mt19937 rng(19);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (DType dtype : {DType::kQ4_0, DType::kQ5_0}) {
+    const int64_t n = 33, k = 128;
+    const Tensor w1 = RandomGgmlWeights(dtype, n, k, rng);
+    const Tensor w2 = RandomGgmlWeights(dtype, n, k, rng);
+    Tensor mixed = w1;
+    mixed.packed = kernels::PackMatmulWeights(w2);
+    EXPECT_FALSE(kernels::PackedReplacesWeights(mixed));
+    for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{9}}) {
+      std::vector<float> x(m * k);
+      for (auto& v : x) v = dist(rng);
+      const Expected e = Expect(x, m, m == 1 ? w1 : w2, 32);
+      std::vector<float> y(m * n, NAN);
+      kernels::Matmul(x.data(), m, mixed, y.data(), nullptr);
+      for (int64_t i = 0; i < m * n; ++i) {
+        ASSERT_LE(std::fabs(y[i] - e.value[i]), e.bound[i]) << DTypeName(dtype) << " m=" << m;
+      }
+    }
+  }
 }
 
 TEST_P(MatmulQuantTest, KQuantTypesMatchReference) {
