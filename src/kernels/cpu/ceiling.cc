@@ -239,19 +239,16 @@ CeilingMeasurement MeasureFmaPeak(ThreadPool* pool, int repetitions, double* per
   return Summarize(rates);
 }
 
-CeilingMeasurement MeasureInt8DotPeak(ThreadPool* pool, int repetitions) {
-  const SimdLevel level = internal::CurrentSimdLevel();
-  if (level == SimdLevel::kScalar) return {};
-  std::vector<int> sinks(static_cast<size_t>(pool->num_threads()));
+namespace {
+// Operations per second of `loop(t)` (each thread t's operation count) run on every thread of
+// the pool, `repetitions` times.
+template <class Loop>
+CeilingMeasurement MeasureOnAllThreads(ThreadPool* pool, int repetitions, Loop loop) {
   std::vector<double> rates;
-  const int64_t iterations = 10'000'000;
   for (int r = 0; r < repetitions; ++r) {
     std::vector<double> ops(static_cast<size_t>(pool->num_threads()));
     const auto start = Clock::now();
-    pool->RunOnAll([&](int t) {
-      ops[t] = level == SimdLevel::kAvx512Vnni ? Int8LoopVnni(iterations, t, &sinks[t])
-                                               : Int8LoopAvx2(iterations, t, &sinks[t]);
-    });
+    pool->RunOnAll([&](int t) { ops[t] = loop(t); });
     const double s = Seconds(start);
     double total = 0;
     for (double o : ops) total += o;
@@ -259,22 +256,26 @@ CeilingMeasurement MeasureInt8DotPeak(ThreadPool* pool, int repetitions) {
   }
   return Summarize(rates);
 }
+}  // namespace
+
+CeilingMeasurement MeasureInt8DotPeak(ThreadPool* pool, int repetitions) {
+  const SimdLevel level = internal::CurrentSimdLevel();
+  if (level == SimdLevel::kScalar) return {};
+  std::vector<int> sinks(static_cast<size_t>(pool->num_threads()));
+  const int64_t iterations = 10'000'000;
+  return MeasureOnAllThreads(pool, repetitions, [&](int t) {
+    return level == SimdLevel::kAvx512Vnni ? Int8LoopVnni(iterations, t, &sinks[t])
+                                           : Int8LoopAvx2(iterations, t, &sinks[t]);
+  });
+}
 
 CeilingMeasurement MeasureBf16DotPeak(ThreadPool* pool, int repetitions) {
   if (!internal::UseAvx512Bf16Dot()) return {};
   std::vector<float> sinks(static_cast<size_t>(pool->num_threads()));
-  std::vector<double> rates;
   const int64_t iterations = 10'000'000;
-  for (int r = 0; r < repetitions; ++r) {
-    std::vector<double> ops(static_cast<size_t>(pool->num_threads()));
-    const auto start = Clock::now();
-    pool->RunOnAll([&](int t) { ops[t] = Bf16LoopAvx512(iterations, 1.0f + t, &sinks[t]); });
-    const double s = Seconds(start);
-    double total = 0;
-    for (double o : ops) total += o;
-    rates.push_back(total / s);
-  }
-  return Summarize(rates);
+  return MeasureOnAllThreads(pool, repetitions, [&](int t) {
+    return Bf16LoopAvx512(iterations, 1.0f + static_cast<float>(t), &sinks[t]);
+  });
 }
 
 }  // namespace kvserve::kernels
