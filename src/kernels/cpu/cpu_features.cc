@@ -8,6 +8,12 @@
 namespace kvserve::kernels::internal {
 namespace {
 
+// Whether the environment switch `name` is on: set, non-empty and not "0".
+bool EnvSwitchOn(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && value[0] != '\0' && std::strcmp(value, "0") != 0;
+}
+
 SimdLevel Detect() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
@@ -34,8 +40,7 @@ struct InitialChoice {
 // the CPU's.
 InitialChoice ChooseInitialLevel() {
   const SimdLevel detected = DetectedSimdLevel();
-  const char* no_simd = std::getenv("KVSERVE_NO_SIMD");
-  if (no_simd != nullptr && no_simd[0] != '\0' && std::strcmp(no_simd, "0") != 0) {
+  if (EnvSwitchOn("KVSERVE_NO_SIMD")) {
     return {SimdLevel::kScalar, ""};
   }
   const char* env = std::getenv("KVSERVE_SIMD");
@@ -103,10 +108,7 @@ bool CpuHasAvx512Bf16() {
 }
 
 std::atomic<bool>& Bf16DotSlot() {
-  static std::atomic<bool> enabled{[] {
-    const char* off = std::getenv("KVSERVE_NO_BF16_DOT");
-    return off == nullptr || off[0] == '\0' || std::strcmp(off, "0") == 0;
-  }()};
+  static std::atomic<bool> enabled{!EnvSwitchOn("KVSERVE_NO_BF16_DOT")};
   return enabled;
 }
 }  // namespace
@@ -121,10 +123,7 @@ bool SetAvx512Bf16DotForTesting(bool enabled) { return Bf16DotSlot().exchange(en
 
 namespace {
 std::atomic<bool>& F16AsBf16Slot() {
-  static std::atomic<bool> enabled{[] {
-    const char* on = std::getenv("KVSERVE_F16_AS_BF16");
-    return on != nullptr && on[0] != '\0' && std::strcmp(on, "0") != 0;
-  }()};
+  static std::atomic<bool> enabled{EnvSwitchOn("KVSERVE_F16_AS_BF16")};
   return enabled;
 }
 }  // namespace
