@@ -86,10 +86,10 @@ void MatmulGroup(const float* x, int64_t m, std::initializer_list<MatmulOut> out
 // The layout the current SIMD level's Matmul would otherwise build from `w` on every call,
 // built once (store it in w.packed; Matmul then reads it instead of w.data). Today, at AVX2 and
 // AVX-512 VNNI: q8_0 panels (16 rows of offset bytes and f32 scales with VNNI, 8 rows of the
-// bytes and f32 scales at AVX2; 1.06x the bytes of w, read from 2 rows on with VNNI and at
-// every row count at AVX2; results bit-identical to packing per call; q4_0 and q5_0 matrices
-// too, converted exactly to q8_0 blocks, read from 2 rows on while one row keeps the 4-/5-bit
-// kernels on w.data), and f32/f16/bf16 panels
+// bytes and f32 scales at AVX2; 1.06x the bytes of w, read at every row count; results
+// bit-identical to packing per call; q4_0 and q5_0 matrices too, converted exactly to q8_0
+// blocks, read from 2 rows on; one row reads q4_0's 4-bit panels packed after them (the file's
+// bytes rearranged) and q5_0's w.data), and f32/f16/bf16 panels
 // (32 rows with VNNI, 16 at AVX2, column by column in w's own dtype, bf16 in column pairs; the
 // bytes of w up to the last panel's padding; read at every row count; without them Matmul runs
 // the unpacked float kernels, whose sums differ in the last bits; f16 as bf16 panels under
@@ -99,8 +99,7 @@ void MatmulGroup(const float* x, int64_t m, std::initializer_list<MatmulOut> out
 std::shared_ptr<const void> PackMatmulWeights(const Tensor& w);
 int64_t PackedMatmulWeightsBytes(const Tensor& w);  // what PackMatmulWeights(w) allocates
 // Whether Matmul at the current level reads only w.packed, never w.data, when w.packed holds
-// PackMatmulWeights(w): float panels at both levels and q8_0 panels at AVX2 run every row
-// count; q8_0 at VNNI, and q4_0 / q5_0 at both levels, read w.data for one row.
+// PackMatmulWeights(w): true for f32/f16/bf16, q8_0 and q4_0; q5_0 reads w.data for one row.
 bool PackedReplacesWeights(const Tensor& w);
 
 // out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i], for `num_rows` rows of `n` values.

@@ -65,8 +65,8 @@ void MatmulGroup(const float* x, int64_t m, std::initializer_list<MatmulOut> out
 }
 
 namespace {
-// Whether the current level has a packed layout for w: q8_0 panels (for q8_0, q4_0 and q5_0)
-// and float (f32, f16, bf16) panels at AVX2 and AVX-512 VNNI.
+// Whether the current level has a packed layout for w: q8_0 panels (for q8_0, q4_0 and q5_0;
+// q4_0 also 4-bit panels) and float (f32, f16, bf16) panels at AVX2 and AVX-512 VNNI.
 bool HasPackedLayout(const Tensor& w) {
   if (w.shape.size() != 2 || internal::CurrentSimdLevel() == internal::SimdLevel::kScalar) {
     return false;
@@ -89,8 +89,8 @@ std::shared_ptr<const void> PackMatmulWeights(const Tensor& w) {
 
 bool PackedReplacesWeights(const Tensor& w) {
   if (w.packed == nullptr || !HasPackedLayout(w)) return false;
-  // q8_0 at VNNI, and q4_0 / q5_0 at both levels, read w.data for one row.
-  return IsFloatDType(w.dtype) || (w.dtype == DType::kQ8_0 && !Vnni());
+  // q5_0 reads w.data for one row (q4_0: its 4-bit panels).
+  return w.dtype != DType::kQ5_0;
 }
 
 int64_t PackedMatmulWeightsBytes(const Tensor& w) {

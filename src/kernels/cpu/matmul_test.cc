@@ -342,9 +342,9 @@ TEST_P(MatmulTest, FloatPanelsMatchReferenceAcrossShapes) {
   }
 }
 
-// A group of products of the same activations gives each weight exactly Matmul's bits: Q8_0
-// and packed float weights share one quantization and one parallel section; mixed dtypes (and
-// unpacked floats) take one Matmul each.
+// A group of products of the same activations gives each weight exactly Matmul's bits: Q8_0,
+// packed Q4_0 and packed float weights share one quantization and one parallel section; mixed
+// dtypes (and unpacked floats) take one Matmul each.
 TEST_P(MatmulTest, MatmulGroupGivesEachMatmulsBits) {
   std::mt19937 rng(31);
   std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -360,7 +360,7 @@ TEST_P(MatmulTest, MatmulGroupGivesEachMatmulsBits) {
     std::vector<Tensor> w;
   };
   std::vector<Group> groups;
-  for (DType dtype : {DType::kQ8_0, DType::kF16, DType::kBF16, DType::kF32}) {
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kF16, DType::kBF16, DType::kF32}) {
     groups.push_back({{packed(dtype, 96), packed(dtype, 33), packed(dtype, 33)}});
   }
   groups.push_back({{packed(DType::kQ8_0, 40), packed(DType::kF16, 17)}});          // mixed
@@ -392,7 +392,8 @@ TEST_P(MatmulTest, MatmulGroupGivesEachMatmulsBits) {
 }
 
 // The AVX2 and VNNI panels compute every block's exact int32 dot product and the same float
-// arithmetic after it: from 2 rows on the two levels give the same bits.
+// arithmetic after it: from 2 rows on (Q4_0's 4-bit panels: from 1) the two levels give the
+// same bits.
 TEST(MatmulLevels, Avx2AndVnniPanelsGiveTheSameBits) {
   if (kernels::internal::DetectedSimdLevel() != SimdLevel::kAvx512Vnni) {
     GTEST_SKIP() << "CPU lacks AVX-512 VNNI";
@@ -410,6 +411,23 @@ TEST(MatmulLevels, Avx2AndVnniPanelsGiveTheSameBits) {
     kernels::Matmul(x.data(), m, w, vnni.data(), &pool2);
     kernels::internal::SetSimdLevelForTesting(previous);
     EXPECT_EQ(avx2, vnni) << "m=" << m;
+  }
+  // Q4_0 packed at each level: 4-bit panels at one row, Q8_0 panels from 2 rows.
+  const Tensor w4 = RandomWeights(DType::kQ4_0, 45, 320, rng);
+  for (const int64_t m : {int64_t{1}, int64_t{3}}) {
+    std::vector<float> x(m * 320);
+    for (auto& v : x) v = dist(rng);
+    std::vector<float> y[2];
+    const SimdLevel levels[2] = {SimdLevel::kAvx2, SimdLevel::kAvx512Vnni};
+    for (int l = 0; l < 2; ++l) {
+      const SimdLevel previous = kernels::internal::SetSimdLevelForTesting(levels[l]);
+      Tensor packed = w4;
+      packed.packed = kernels::PackMatmulWeights(w4);
+      y[l].assign(m * 45, NAN);
+      kernels::Matmul(x.data(), m, packed, y[l].data(), &pool2);
+      kernels::internal::SetSimdLevelForTesting(previous);
+    }
+    EXPECT_EQ(y[0], y[1]) << "q4_0 m=" << m;
   }
 }
 
