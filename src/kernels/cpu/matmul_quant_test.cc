@@ -178,6 +178,33 @@ TEST_P(MatmulQuantTest, KQuantTypesMatchReference) {
   for (DType dtype : kKTypes) CheckShapes(dtype, {256, 512, 768, 2304}, {}, 12);
 }
 
+// Q4_K packed at load into its panels (matmul_k4_panels.inc), which run every row count.
+TEST_P(MatmulQuantTest, Q4KPanelsMatchReference) {
+  CheckShapes(DType::kQ4_K, {256, 512, 2304}, {}, 21, /*packed=*/true);
+  RandomGgmlOptions extreme;
+  extreme.extreme = true;
+  CheckShapes(DType::kQ4_K, {512}, extreme, 22, /*packed=*/true);
+  EXPECT_EQ(kernels::PackMatmulWeights(Tensor::Allocate(DType::kQ6_K, {16, 256})), nullptr);
+  // Given another matrix's panels, the product is that matrix's at every row count.
+  if (GetParam() == SimdLevel::kScalar) return;
+  std::mt19937 rng(23);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  const int64_t n = 33, k = 512;
+  const Tensor w1 = RandomGgmlWeights(DType::kQ4_K, n, k, rng);
+  const Tensor w2 = RandomGgmlWeights(DType::kQ4_K, n, k, rng);
+  Tensor mixed = w1;
+  mixed.packed = kernels::PackMatmulWeights(w2);
+  EXPECT_TRUE(kernels::PackedReplacesWeights(mixed));
+  for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{9}}) {
+    std::vector<float> x(m * k);
+    for (auto& v : x) v = dist(rng);
+    const Expected e = Expect(x, m, w2, 256);
+    std::vector<float> y(m * n, NAN);
+    kernels::Matmul(x.data(), m, mixed, y.data(), nullptr);
+    for (int64_t i = 0; i < m * n; ++i) ASSERT_LE(std::fabs(y[i] - e.value[i]), e.bound[i]) << m;
+  }
+}
+
 TEST_P(MatmulQuantTest, ExtremeScalesMatchReference) {
   RandomGgmlOptions extreme;
   extreme.extreme = true;
@@ -196,12 +223,17 @@ TEST_P(MatmulQuantTest, LargeShapes) {
     std::vector<float> x(m * k);
     for (auto& v : x) v = dist(rng);
     const Expected e = Expect(x, m, w, DTypeBlockElems(dtype) == 256 ? 256 : 32);
-    for (int64_t rows : {int64_t{1}, int64_t{4}, m}) {
-      std::vector<float> y(rows * n, NAN);
-      kernels::Matmul(x.data(), rows, w, y.data(), &pool);
-      for (int64_t i = 0; i < rows * n; ++i) {
-        ASSERT_LE(std::fabs(y[i] - e.value[i]), e.bound[i])
-            << DTypeName(dtype) << " rows=" << rows << " i=" << i;
+    Tensor packed = w;  // and the packed layout, where the level has one
+    packed.packed = kernels::PackMatmulWeights(w);
+    for (const Tensor* weights : std::initializer_list<const Tensor*>{&w, &packed}) {
+      for (int64_t rows : {int64_t{1}, int64_t{4}, m}) {
+        std::vector<float> y(rows * n, NAN);
+        kernels::Matmul(x.data(), rows, *weights, y.data(), &pool);
+        for (int64_t i = 0; i < rows * n; ++i) {
+          ASSERT_LE(std::fabs(y[i] - e.value[i]), e.bound[i])
+              << DTypeName(dtype) << " rows=" << rows << " i=" << i
+              << (weights == &packed ? " packed" : "");
+        }
       }
     }
   }

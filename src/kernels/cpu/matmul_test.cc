@@ -412,22 +412,25 @@ TEST(MatmulLevels, Avx2AndVnniPanelsGiveTheSameBits) {
     kernels::internal::SetSimdLevelForTesting(previous);
     EXPECT_EQ(avx2, vnni) << "m=" << m;
   }
-  // Q4_0 packed at each level: 4-bit panels at one row, Q8_0 panels from 2 rows.
-  const Tensor w4 = RandomWeights(DType::kQ4_0, 45, 320, rng);
-  for (const int64_t m : {int64_t{1}, int64_t{3}}) {
-    std::vector<float> x(m * 320);
-    for (auto& v : x) v = dist(rng);
-    std::vector<float> y[2];
-    const SimdLevel levels[2] = {SimdLevel::kAvx2, SimdLevel::kAvx512Vnni};
-    for (int l = 0; l < 2; ++l) {
-      const SimdLevel previous = kernels::internal::SetSimdLevelForTesting(levels[l]);
-      Tensor packed = w4;
-      packed.packed = kernels::PackMatmulWeights(w4);
-      y[l].assign(m * 45, NAN);
-      kernels::Matmul(x.data(), m, packed, y[l].data(), &pool2);
-      kernels::internal::SetSimdLevelForTesting(previous);
+  // Q4_0 packed at each level (4-bit panels at one row, Q8_0 panels from 2 rows), and Q4_K.
+  for (const DType dtype : {DType::kQ4_0, DType::kQ4_K}) {
+    const int64_t k = dtype == DType::kQ4_K ? 512 : 320;
+    const Tensor w4 = RandomWeights(dtype, 45, k, rng);
+    for (const int64_t m : {int64_t{1}, int64_t{3}, int64_t{6}}) {
+      std::vector<float> x(m * k);
+      for (auto& v : x) v = dist(rng);
+      std::vector<float> y[2];
+      const SimdLevel levels[2] = {SimdLevel::kAvx2, SimdLevel::kAvx512Vnni};
+      for (int l = 0; l < 2; ++l) {
+        const SimdLevel previous = kernels::internal::SetSimdLevelForTesting(levels[l]);
+        Tensor packed = w4;
+        packed.packed = kernels::PackMatmulWeights(w4);
+        y[l].assign(m * 45, NAN);
+        kernels::Matmul(x.data(), m, packed, y[l].data(), &pool2);
+        kernels::internal::SetSimdLevelForTesting(previous);
+      }
+      EXPECT_EQ(y[0], y[1]) << DTypeName(dtype) << " m=" << m;
     }
-    EXPECT_EQ(y[0], y[1]) << "q4_0 m=" << m;
   }
 }
 
