@@ -13,7 +13,7 @@ namespace kvserve::kernels::internal {
 // Portable: dequantizes each weight row and runs float dot products. Threads split rows of W.
 void MatmulScalar(const float* x, int64_t m, const Tensor& w, float* y, ThreadPool* pool);
 
-// PackQ8Weights / PackK4Weights / PackFloatWeights (and their sizes): kernels::PackMatmulWeights at that level
+// PackQ8Weights / PackK4Weights / PackK6Weights / PackFloatWeights (and their sizes): kernels::PackMatmulWeights at that level
 // (its own panel layout; null on builds without SIMD). A packed layout is read only by the level that
 // made it.
 namespace avx2 {
@@ -34,6 +34,8 @@ std::shared_ptr<const void> PackQ8Weights(const Tensor& w);  // q8_0, q4_0, q5_0
 int64_t PackedQ8WeightsBytes(const Tensor& w);
 std::shared_ptr<const void> PackK4Weights(const Tensor& w);  // q4_k
 int64_t PackedK4WeightsBytes(const Tensor& w);
+std::shared_ptr<const void> PackK6Weights(const Tensor& w);  // q6_k (VNNI only)
+int64_t PackedK6WeightsBytes(const Tensor& w);
 std::shared_ptr<const void> PackFloatWeights(const Tensor& w);  // f32, f16, bf16
 int64_t PackedFloatWeightsBytes(const Tensor& w);
 }  // namespace avx512

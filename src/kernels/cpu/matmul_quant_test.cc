@@ -74,6 +74,11 @@ Expected Expect(const std::vector<float>& x, int64_t m, const Tensor& w, int64_t
 
 class MatmulQuantTest : public SimdLevelTest {
  protected:
+  // Whether the level under test packs dtype (q6_k: with VNNI only).
+  bool HasPanels(DType dtype) const {
+    if (dtype == DType::kQ6_K) return GetParam() == SimdLevel::kAvx512Vnni;
+    return GetParam() != SimdLevel::kScalar;
+  }
   // Checks every odd shape for `dtype` over the given k values, with and without threads, and
   // that all thread counts give the same bits.
   // packed: the weights packed at load (PackMatmulWeights: q4_0 / q5_0 as q8_0 panels).
@@ -89,7 +94,7 @@ class MatmulQuantTest : public SimdLevelTest {
         Tensor w = RandomGgmlWeights(dtype, n, k, rng, options);
         if (packed) {
           w.packed = kernels::PackMatmulWeights(w);
-          ASSERT_EQ(w.packed != nullptr, GetParam() != SimdLevel::kScalar) << DTypeName(dtype);
+          ASSERT_EQ(w.packed != nullptr, HasPanels(dtype)) << DTypeName(dtype);
         }
         for (int64_t m : {1, 2, 3, 4, 5, 7, 16, 33}) {
           std::vector<float> x(m * k);
@@ -178,30 +183,38 @@ TEST_P(MatmulQuantTest, KQuantTypesMatchReference) {
   for (DType dtype : kKTypes) CheckShapes(dtype, {256, 512, 768, 2304}, {}, 12);
 }
 
-// Q4_K packed at load into its panels (matmul_k4_panels.inc), which run every row count.
-TEST_P(MatmulQuantTest, Q4KPanelsMatchReference) {
-  CheckShapes(DType::kQ4_K, {256, 512, 2304}, {}, 21, /*packed=*/true);
-  RandomGgmlOptions extreme;
-  extreme.extreme = true;
-  CheckShapes(DType::kQ4_K, {512}, extreme, 22, /*packed=*/true);
-  EXPECT_EQ(kernels::PackMatmulWeights(Tensor::Allocate(DType::kQ6_K, {16, 256})), nullptr);
+// Q4_K and Q6_K packed at load into their panels (matmul_k4_panels.inc, matmul_k6_panels.inc;
+// Q6_K with VNNI only), which run every row count.
+TEST_P(MatmulQuantTest, KQuantPanelsMatchReference) {
+  for (DType dtype : {DType::kQ4_K, DType::kQ6_K}) {
+    CheckShapes(dtype, {256, 512, 2304}, {}, 21, /*packed=*/true);
+    RandomGgmlOptions extreme;
+    extreme.extreme = true;
+    CheckShapes(dtype, {512}, extreme, 22, /*packed=*/true);
+  }
+  EXPECT_EQ(kernels::PackMatmulWeights(Tensor::Allocate(DType::kQ5_K, {16, 256})), nullptr);
   // Given another matrix's panels, the product is that matrix's at every row count.
   if (GetParam() == SimdLevel::kScalar) return;
   std::mt19937 rng(23);
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  const int64_t n = 33, k = 512;
-  const Tensor w1 = RandomGgmlWeights(DType::kQ4_K, n, k, rng);
-  const Tensor w2 = RandomGgmlWeights(DType::kQ4_K, n, k, rng);
-  Tensor mixed = w1;
-  mixed.packed = kernels::PackMatmulWeights(w2);
-  EXPECT_TRUE(kernels::PackedReplacesWeights(mixed));
-  for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{9}}) {
-    std::vector<float> x(m * k);
-    for (auto& v : x) v = dist(rng);
-    const Expected e = Expect(x, m, w2, 256);
-    std::vector<float> y(m * n, NAN);
-    kernels::Matmul(x.data(), m, mixed, y.data(), nullptr);
-    for (int64_t i = 0; i < m * n; ++i) ASSERT_LE(std::fabs(y[i] - e.value[i]), e.bound[i]) << m;
+  for (DType dtype : {DType::kQ4_K, DType::kQ6_K}) {
+    if (!HasPanels(dtype)) continue;
+    const int64_t n = 33, k = 512;
+    const Tensor w1 = RandomGgmlWeights(dtype, n, k, rng);
+    const Tensor w2 = RandomGgmlWeights(dtype, n, k, rng);
+    Tensor mixed = w1;
+    mixed.packed = kernels::PackMatmulWeights(w2);
+    EXPECT_TRUE(kernels::PackedReplacesWeights(mixed));
+    for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{9}}) {
+      std::vector<float> x(m * k);
+      for (auto& v : x) v = dist(rng);
+      const Expected e = Expect(x, m, w2, 256);
+      std::vector<float> y(m * n, NAN);
+      kernels::Matmul(x.data(), m, mixed, y.data(), nullptr);
+      for (int64_t i = 0; i < m * n; ++i) {
+        ASSERT_LE(std::fabs(y[i] - e.value[i]), e.bound[i]) << DTypeName(dtype) << " m=" << m;
+      }
+    }
   }
 }
 

@@ -414,7 +414,7 @@ TEST(MatmulLevels, Avx2AndVnniPanelsGiveTheSameBits) {
   }
   // Q4_0 packed at each level (4-bit panels at one row, Q8_0 panels from 2 rows), and Q4_K.
   for (const DType dtype : {DType::kQ4_0, DType::kQ4_K}) {
-    const int64_t k = dtype == DType::kQ4_K ? 512 : 320;
+    const int64_t k = dtype == DType::kQ4_0 ? 320 : 512;
     const Tensor w4 = RandomWeights(dtype, 45, k, rng);
     for (const int64_t m : {int64_t{1}, int64_t{3}, int64_t{6}}) {
       std::vector<float> x(m * k);
