@@ -343,15 +343,14 @@ TEST_P(MatmulTest, FloatPanelsMatchReferenceAcrossShapes) {
 }
 
 // A group of products of the same activations gives each weight exactly Matmul's bits: Q8_0,
-// packed Q4_0 and packed float weights share one quantization and one parallel section; mixed
-// dtypes (and unpacked floats) take one Matmul each.
+// packed Q4_0, Q4_K, Q6_K and float weights share one quantization and one parallel section;
+// mixed dtypes (and unpacked floats) take one Matmul each.
 TEST_P(MatmulTest, MatmulGroupGivesEachMatmulsBits) {
   std::mt19937 rng(31);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   ThreadPool pool2(2);
   ThreadPool* pools[] = {nullptr, &pool2};
-  const int64_t k = 320;
-  auto packed = [&](DType dtype, int64_t n) {
+  auto packed = [&](DType dtype, int64_t n, int64_t k = 320) {
     Tensor w = RandomWeights(dtype, n, k, rng);
     w.packed = kernels::PackMatmulWeights(w);
     return w;
@@ -363,9 +362,14 @@ TEST_P(MatmulTest, MatmulGroupGivesEachMatmulsBits) {
   for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kF16, DType::kBF16, DType::kF32}) {
     groups.push_back({{packed(dtype, 96), packed(dtype, 33), packed(dtype, 33)}});
   }
-  groups.push_back({{packed(DType::kQ8_0, 40), packed(DType::kF16, 17)}});          // mixed
-  groups.push_back({{RandomWeights(DType::kF16, 40, k, rng), packed(DType::kF16, 9)}});  // unpacked
+  for (DType dtype : {DType::kQ4_K, DType::kQ6_K}) {  // k-quant panels (Q6_K: VNNI only)
+    groups.push_back({{packed(dtype, 96, 512), packed(dtype, 33, 512), packed(dtype, 33, 512)}});
+  }
+  groups.push_back({{packed(DType::kQ8_0, 40), packed(DType::kF16, 17)}});  // mixed
+  // An unpacked F16 weight beside a packed one:
+  groups.push_back({{RandomWeights(DType::kF16, 40, 320, rng), packed(DType::kF16, 9)}});
   for (const Group& g : groups) {
+    const int64_t k = g.w[0].shape[1];
     for (const int64_t m : {int64_t{1}, int64_t{2}, int64_t{7}, int64_t{33}}) {
       std::vector<float> x(m * k);
       for (auto& v : x) v = dist(rng);
