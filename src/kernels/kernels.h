@@ -88,8 +88,8 @@ void MatmulGroup(const float* x, int64_t m, std::initializer_list<MatmulOut> out
 // AVX-512 VNNI: q8_0 panels (16 rows of offset bytes and f32 scales with VNNI, 8 rows of the
 // bytes and f32 scales at AVX2; 1.06x the bytes of w, read at every row count; results
 // bit-identical to packing per call; q4_0 and q5_0 matrices too, converted exactly to q8_0
-// blocks, read from 2 rows on; one row reads q4_0's 4-bit panels packed after them (the file's
-// bytes rearranged) and q5_0's w.data), q4_k and q6_k panels (16 / 8 rows of the file's bits
+// blocks, read from 2 rows on; one row reads their 4- or 5-bit panels packed after them (the
+// file's bytes rearranged)), q4_k and q6_k panels (16 / 8 rows of the file's bits
 // in 4-byte chunks plus scale bytes, 1.02-1.1x its bytes, every row count), and f32/f16/bf16
 // panels
 // (32 rows with VNNI, 16 at AVX2, column by column in w's own dtype, bf16 in column pairs; the
@@ -101,8 +101,8 @@ void MatmulGroup(const float* x, int64_t m, std::initializer_list<MatmulOut> out
 std::shared_ptr<const void> PackMatmulWeights(const Tensor& w);
 int64_t PackedMatmulWeightsBytes(const Tensor& w);  // what PackMatmulWeights(w) allocates
 // Whether Matmul at the current level reads only w.packed, never w.data, when w.packed holds
-// PackMatmulWeights(w): true for f32/f16/bf16, q8_0, q4_0, q4_k and q6_k; q5_0 reads w.data
-// for one row.
+// PackMatmulWeights(w): true for every packed layout (f32/f16/bf16, q8_0, q4_0, q5_0, q4_k and
+// q6_k where the level packs them).
 bool PackedReplacesWeights(const Tensor& w);
 
 // out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i], for `num_rows` rows of `n` values.

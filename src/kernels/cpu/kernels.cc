@@ -69,7 +69,7 @@ namespace {
 bool Vnni() { return internal::CurrentSimdLevel() == internal::SimdLevel::kAvx512Vnni; }
 
 // Whether the current level has a packed layout for w: q8_0 panels (for q8_0, q4_0 and q5_0;
-// q4_0 also 4-bit panels), q4_k panels, and float (f32, f16, bf16) panels at AVX2 and AVX-512
+// q4_0 and q5_0 also 4- and 5-bit panels), q4_k panels, and float (f32, f16, bf16) panels at AVX2 and AVX-512
 // VNNI; q6_k panels with VNNI only.
 bool HasPackedLayout(const Tensor& w) {
   if (w.shape.size() != 2 || internal::CurrentSimdLevel() == internal::SimdLevel::kScalar) {
@@ -98,9 +98,8 @@ std::shared_ptr<const void> PackMatmulWeights(const Tensor& w) {
 }
 
 bool PackedReplacesWeights(const Tensor& w) {
-  if (w.packed == nullptr || !HasPackedLayout(w)) return false;
-  // q5_0 reads w.data for one row (q4_0: its 4-bit panels; q4_k, q6_k: their panels at every row).
-  return w.dtype != DType::kQ5_0;
+  // Every packed layout serves every row count (q4_0 / q5_0: their 4- / 5-bit panels at one row).
+  return w.packed != nullptr && HasPackedLayout(w);
 }
 
 int64_t PackedMatmulWeightsBytes(const Tensor& w) {

@@ -343,7 +343,7 @@ TEST_P(MatmulTest, FloatPanelsMatchReferenceAcrossShapes) {
 }
 
 // A group of products of the same activations gives each weight exactly Matmul's bits: Q8_0,
-// packed Q4_0, Q4_K, Q6_K and float weights share one quantization and one parallel section;
+// packed Q4_0, Q5_0, Q4_K, Q6_K and float weights share one quantization and one parallel section;
 // mixed dtypes (and unpacked floats) take one Matmul each.
 TEST_P(MatmulTest, MatmulGroupGivesEachMatmulsBits) {
   std::mt19937 rng(31);
@@ -359,7 +359,8 @@ TEST_P(MatmulTest, MatmulGroupGivesEachMatmulsBits) {
     std::vector<Tensor> w;
   };
   std::vector<Group> groups;
-  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kF16, DType::kBF16, DType::kF32}) {
+  for (DType dtype :
+       {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kF16, DType::kBF16, DType::kF32}) {
     groups.push_back({{packed(dtype, 96), packed(dtype, 33), packed(dtype, 33)}});
   }
   for (DType dtype : {DType::kQ4_K, DType::kQ6_K}) {  // k-quant panels (Q6_K: VNNI only)
@@ -396,8 +397,8 @@ TEST_P(MatmulTest, MatmulGroupGivesEachMatmulsBits) {
 }
 
 // The AVX2 and VNNI panels compute every block's exact int32 dot product and the same float
-// arithmetic after it: from 2 rows on (Q4_0's 4-bit panels: from 1) the two levels give the
-// same bits.
+// arithmetic after it: from 2 rows on (Q4_0's and Q5_0's 4- and 5-bit panels: from 1) the two
+// levels give the same bits.
 TEST(MatmulLevels, Avx2AndVnniPanelsGiveTheSameBits) {
   if (kernels::internal::DetectedSimdLevel() != SimdLevel::kAvx512Vnni) {
     GTEST_SKIP() << "CPU lacks AVX-512 VNNI";
@@ -416,9 +417,10 @@ TEST(MatmulLevels, Avx2AndVnniPanelsGiveTheSameBits) {
     kernels::internal::SetSimdLevelForTesting(previous);
     EXPECT_EQ(avx2, vnni) << "m=" << m;
   }
-  // Q4_0 packed at each level (4-bit panels at one row, Q8_0 panels from 2 rows), and Q4_K.
-  for (const DType dtype : {DType::kQ4_0, DType::kQ4_K}) {
-    const int64_t k = dtype == DType::kQ4_0 ? 320 : 512;
+  // Q4_0 and Q5_0 packed at each level (4- and 5-bit panels at one row, Q8_0 panels from 2
+  // rows), and Q4_K.
+  for (const DType dtype : {DType::kQ4_0, DType::kQ5_0, DType::kQ4_K}) {
+    const int64_t k = dtype == DType::kQ4_K ? 512 : 320;
     const Tensor w4 = RandomWeights(dtype, 45, k, rng);
     for (const int64_t m : {int64_t{1}, int64_t{3}, int64_t{6}}) {
       std::vector<float> x(m * k);
