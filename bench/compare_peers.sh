@@ -20,7 +20,7 @@
 #    bandwidth.
 #
 # Sources: --llama-src / --ik-src name a git repository (a clone, a bare mirror such as the tool
-# library's `fetch`, or a URL to clone); the commit is pinned below (--llama-commit /
+# library's `fetch`, or a URL to clone); the commits are pinned in bench/peers.sh (--llama-commit /
 # --ik-commit override). Nothing here runs in CI: it needs the peers' sources and about
 # 15 minutes of building per peer and level on 2 cores.
 #
@@ -32,12 +32,8 @@ set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source bench/bench_model.sh
+source bench/peers.sh  # pinned commits, checkout, build_peer
 
-# Pinned peer commits (the snapshots these figures were measured with).
-LLAMA_COMMIT=c392e5094deaf2d1a7c18683214f007fad3fe42b   # llama.cpp, 2025-02-20
-IK_COMMIT=8337e4cd3861406fc04e0854b1409cd1b027fbc9      # ik_llama.cpp, 2026-08-15
-LLAMA_SRC=https://github.com/ggml-org/llama.cpp
-IK_SRC=https://github.com/ikawrakow/ik_llama.cpp
 LEVELS=""
 PRESETS="smollm2-135m llama-3.2-1b"
 DTYPES="f16 bf16 q8_0 q4_0 q4_k_m q6_k"
@@ -45,7 +41,6 @@ THREADS="1 2"
 RUNS=3
 PROMPT_TOKENS=512
 GEN_TOKENS=128
-PEERS_DIR=build/peers
 OUT=""
 BUILD_ONLY=0
 F16_AS_BF16=0
@@ -91,92 +86,14 @@ for level in $LEVELS; do
   esac
 done
 
-# ---- 1. Peers ----
-# Exports the pinned commit of a repository (a directory or a URL) into $PEERS_DIR/src/NAME-COMMIT.
-checkout() {  # name repo commit
-  local name=$1 repo=$2 commit=$3 dest="$PEERS_DIR/src/$1-${3:0:12}"
-  if [[ ! -f "$dest/CMakeLists.txt" ]]; then
-    rm -rf "$dest" "$dest.tmp"
-    mkdir -p "$dest.tmp"
-    if [[ -d "$repo" ]]; then
-      local gitdir="$repo"
-      [[ -d "$repo/.git" ]] && gitdir="$repo/.git"
-      # Every file of the commit the repository holds: a snapshot mirror may lack its largest
-      # blobs (test models, web assets), which no build of llama-bench reads; they are named.
-      python3 - "$gitdir" "$commit" "$dest.tmp" <<'PY'
-import os, subprocess, sys
-gitdir, commit, dest = sys.argv[1:]
-tree = subprocess.run(["git", "--git-dir", gitdir, "ls-tree", "-r", "-z", commit],
-                      check=True, capture_output=True).stdout.split(b"\0")
-cat = subprocess.Popen(["git", "--git-dir", gitdir, "cat-file", "--batch"],
-                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-missing = []
-for line in filter(None, tree):
-    meta, path = line.split(b"\t", 1)
-    mode, kind, sha = meta.split()
-    if kind != b"blob":
-        continue
-    cat.stdin.write(sha + b"\n")
-    cat.stdin.flush()
-    header = cat.stdout.readline().split()
-    if header[-1] == b"missing":
-        missing.append(path.decode())
-        continue
-    data = cat.stdout.read(int(header[2]))
-    cat.stdout.read(1)
-    out = os.path.join(dest, path.decode())
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    if mode == b"120000":
-        os.symlink(data.decode(), out)
-        continue
-    with open(out, "wb") as f:
-        f.write(data)
-    if mode == b"100755":
-        os.chmod(out, 0o755)
-cat.stdin.close()
-cat.wait()
-if missing:
-    print(f"[compare-peers] {len(missing)} file(s) absent from {gitdir}: "
-          + ", ".join(missing[:4]) + (" ..." if len(missing) > 4 else ""), file=sys.stderr)
-PY
-    else
-      git clone --quiet --filter=blob:none --no-checkout "$repo" "$dest.tmp" >&2
-      git -C "$dest.tmp" checkout --quiet "$commit"
-    fi
-    mv "$dest.tmp" "$dest"
-  fi
-  echo "$dest"
-}
-
-build_peer() {  # name src level -> path of llama-bench
-  local name=$1 src=$2 level=$3 dir="$PEERS_DIR/$1-${level}"
-  local flags=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF
-               -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_OPENMP=ON)
-  if [[ $level == avx512 ]]; then
-    flags+=(-DGGML_NATIVE=ON -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON)
-  else
-    flags+=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
-            -DGGML_AVX512=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF)
-  fi
-  command -v ccache >/dev/null && flags+=(-DCMAKE_C_COMPILER_LAUNCHER=ccache
-                                          -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-  if [[ ! -x "$dir/bin/llama-bench" || "$(cat "$dir/source" 2>/dev/null)" != "$src" ]]; then
-    log "building $name llama-bench ($level) in $dir"
-    cmake -S "$src" -B "$dir" -G Ninja "${flags[@]}" >"$dir.configure.log" 2>&1 ||
-      { tail -20 "$dir.configure.log" >&2; exit 1; }
-    ninja -C "$dir" llama-bench >"$dir.build.log" 2>&1 || { tail -20 "$dir.build.log" >&2; exit 1; }
-    echo "$src" >"$dir/source"
-  fi
-  echo "$dir/bin/llama-bench"
-}
-
+# ---- 1. Peers (bench/peers.sh) ----
 mkdir -p "$PEERS_DIR/src"
 LLAMA_TREE="$(checkout llama.cpp "$LLAMA_SRC" "$LLAMA_COMMIT")"
 IK_TREE="$(checkout ik_llama.cpp "$IK_SRC" "$IK_COMMIT")"
 declare -A BENCH
 for level in $LEVELS; do
-  BENCH[llama-$level]="$(build_peer llama.cpp "$LLAMA_TREE" "$level")"
-  BENCH[ik-$level]="$(build_peer ik_llama.cpp "$IK_TREE" "$level")"
+  BENCH[llama-$level]="$(build_peer llama.cpp "$LLAMA_TREE" "$level" llama-bench)"
+  BENCH[ik-$level]="$(build_peer ik_llama.cpp "$IK_TREE" "$level" llama-bench)"
 done
 ((BUILD_ONLY)) && { log "peers built"; exit 0; }
 

@@ -10,6 +10,10 @@
 #include <mutex>
 #include <thread>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 namespace kvserve::loadgen {
@@ -345,6 +349,99 @@ TEST(BenchServe, UnreachableServer) {
   o.client.base_url = "http://127.0.0.1:1";
   o.body.extra_body_json = "[1]";
   EXPECT_EQ(RunBenchmark(o, RandomRequests(1, 4, 2), nullptr).status().code(), StatusCode::kInvalidArgument);
+}
+
+// A server that answers the first request of each connection with a streamed completion and
+// keeps the connection open, then closes it when the second request arrives, without a byte of
+// response: what a keep-alive limit (llama-server's httplib, 5 requests) looks like to a client
+// that sends at once. The client sends that request again on a new connection.
+class OneRequestPerConnectionServer {
+ public:
+  OneRequestPerConnectionServer() {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    socklen_t len = sizeof(addr);
+    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    EXPECT_EQ(listen(listen_fd_, 16), 0);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~OneRequestPerConnectionServer() {
+    shutdown(listen_fd_, SHUT_RDWR);
+    close(listen_fd_);
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int connections() const { return connections_.load(); }
+  int posts() const { return posts_.load(); }
+
+ private:
+  // Reads one request (headers and Content-Length body); false at end of stream.
+  static bool ReadRequest(int fd) {
+    std::string in;
+    char buf[4096];
+    size_t header_end = std::string::npos;
+    while ((header_end = in.find("\r\n\r\n")) == std::string::npos) {
+      const ssize_t n = read(fd, buf, sizeof(buf));
+      if (n <= 0) return false;
+      in.append(buf, static_cast<size_t>(n));
+    }
+    std::string lower = in.substr(0, header_end);
+    std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+    const size_t cl = lower.find("content-length:");
+    const size_t body_bytes = cl == std::string::npos ? 0 : std::stoul(lower.substr(cl + 15));
+    while (in.size() < header_end + 4 + body_bytes) {
+      const ssize_t n = read(fd, buf, sizeof(buf));
+      if (n <= 0) return false;
+      in.append(buf, static_cast<size_t>(n));
+    }
+    return true;
+  }
+  void Serve() {
+    for (;;) {
+      const int fd = accept(listen_fd_, nullptr, nullptr);
+      if (fd < 0) return;
+      ++connections_;
+      if (ReadRequest(fd)) {
+        ++posts_;
+        const std::string events =
+            "data: {\"choices\":[{\"index\":0,\"text\":\"x\"}]}\n\n"
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":1}}\n\n"
+            "data: [DONE]\n\n";
+        char size[32];
+        std::snprintf(size, sizeof(size), "%zx\r\n", events.size());
+        const std::string reply = std::string("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                                              "Transfer-Encoding: chunked\r\n\r\n") +
+                                  size + events + "\r\n0\r\n\r\n";
+        EXPECT_EQ(write(fd, reply.data(), reply.size()), static_cast<ssize_t>(reply.size()));
+        if (ReadRequest(fd)) ++posts_;  // the second request: closed unanswered
+      }
+      close(fd);
+    }
+  }
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+  std::atomic<int> connections_{0};
+  std::atomic<int> posts_{0};
+};
+
+TEST(BenchServe, RetriesOnceOnAKeepAliveConnectionTheServerClosed) {
+  OneRequestPerConnectionServer server;
+  BenchmarkOptions o;
+  o.client.base_url = server.url();
+  o.body.model = "m";
+  o.max_concurrency = 1;
+  o.scrape_metrics = false;
+  auto r = RunBenchmark(o, RandomRequests(4, 4, 1), nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (const RequestResult& q : r->requests) EXPECT_TRUE(q.success) << q.error;
+  // Each request after the first met a closed connection once, then a new one.
+  EXPECT_EQ(server.connections(), 4);
+  EXPECT_EQ(server.posts(), 4 + 3);
 }
 
 TEST(RequestBody, ExtraBodyWinsAndIgnoreEosFollowsTheDataset) {

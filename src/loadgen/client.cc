@@ -264,6 +264,7 @@ struct OpenAiClient::Impl {
   Impl(const std::string& origin, std::string prefix_in) : client(origin), prefix(std::move(prefix_in)) {}
   httplib::Client client;
   std::string prefix;
+  double read_timeout_s = 0;
 };
 
 OpenAiClient::OpenAiClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -276,6 +277,7 @@ StatusOr<std::unique_ptr<OpenAiClient>> OpenAiClient::Create(const ClientOptions
     return InvalidArgumentError("--base-url '" + options.base_url + "': cannot create an HTTP client");
   }
   SetTimeouts(impl->client, options);
+  impl->read_timeout_s = options.read_timeout_s;
   impl->client.set_keep_alive(true);
   // One request is a header and a body write: without TCP_NODELAY the second waits for the
   // server's delayed ACK (40 ms on Linux), which would be measured as server latency.
@@ -311,11 +313,27 @@ StatusOr<std::string> OpenAiClient::FirstModelId() {
 }
 
 RequestResult OpenAiClient::StreamRequest(const std::string& path, const std::string& body_json) {
+  // A keep-alive connection the server has just closed (httplib-based servers such as
+  // llama-server close one after a fixed number of requests) fails the next request at once,
+  // before any response byte; like HTTP client libraries, that one case is sent again, once, on a
+  // fresh connection. Nothing else is retried: a reply, a timeout or a refused connection stands.
+  for (int attempt = 0;; ++attempt) {
+    bool stale_connection = false;
+    RequestResult result = StreamRequestOnce(path, body_json, &stale_connection);
+    if (!stale_connection || attempt > 0) return result;
+    impl_->client.stop();  // closes the dead socket; the next send connects anew
+  }
+}
+
+RequestResult OpenAiClient::StreamRequestOnce(const std::string& path,
+                                              const std::string& body_json,
+                                              bool* stale_connection) {
   RequestResult result;
   const Clock::time_point send_time = Clock::now();
   StreamRecorder recorder(send_time);
   int status = 0;
   std::string error_body;
+  bool received = false;
 
   httplib::Request req;
   req.method = "POST";
@@ -325,11 +343,13 @@ RequestResult OpenAiClient::StreamRequest(const std::string& path, const std::st
   req.set_header("Accept", "text/event-stream");
   std::string cache_tier;
   req.response_handler = [&](const httplib::Response& res) {
+    received = true;
     status = res.status;
     cache_tier = res.get_header_value("x-kvserve-cache");
     return true;
   };
   req.content_receiver = [&](const char* data, size_t n, uint64_t /*offset*/, uint64_t /*total*/) {
+    received = true;
     if (status == 200) {
       recorder.OnBytes(std::string_view(data, n), Clock::now());
     } else if (error_body.size() < kMaxErrorBodyBytes) {
@@ -337,8 +357,12 @@ RequestResult OpenAiClient::StreamRequest(const std::string& path, const std::st
     }
     return true;
   };
+  const bool reused = impl_->client.is_socket_open();
   httplib::Result res = impl_->client.send(req);
   const Clock::time_point end = Clock::now();
+  *stale_connection = !res && reused && !received &&
+                      (res.error() == httplib::Error::Read || res.error() == httplib::Error::Write) &&
+                      MsBetween(send_time, end) < 1000 * impl_->read_timeout_s;
   recorder.Finish(end, &result);
   result.http_status = status;
   result.cache_tier = cache_tier;

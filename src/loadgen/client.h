@@ -108,9 +108,14 @@ class OpenAiClient {
 
   // POSTs `body_json` to base_url + path and records the stream. Never fails as a call: a
   // transport error, an HTTP error status or an error event make result.success false.
+  // A reused keep-alive connection that the server closed before any response byte is retried
+  // once on a new connection (see client.cc).
   RequestResult StreamRequest(const std::string& path, const std::string& body_json);
 
  private:
+  // One send; *stale_connection says whether it failed on a reused, server-closed connection.
+  RequestResult StreamRequestOnce(const std::string& path, const std::string& body_json,
+                                  bool* stale_connection);
   struct Impl;
   explicit OpenAiClient(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
