@@ -69,8 +69,8 @@ namespace {
 bool Vnni() { return internal::CurrentSimdLevel() == internal::SimdLevel::kAvx512Vnni; }
 
 // Whether the current level has a packed layout for w: q8_0 panels (for q8_0, q4_0 and q5_0;
-// q4_0 and q5_0 also 4- and 5-bit panels), q4_k panels, and float (f32, f16, bf16) panels at AVX2 and AVX-512
-// VNNI; q6_k panels with VNNI only.
+// q4_0 and q5_0 also 4- and 5-bit panels), q4_k and q6_k panels, and float (f32, f16, bf16)
+// panels, at AVX2 and AVX-512 VNNI.
 bool HasPackedLayout(const Tensor& w) {
   if (w.shape.size() != 2 || internal::CurrentSimdLevel() == internal::SimdLevel::kScalar) {
     return false;
@@ -78,7 +78,7 @@ bool HasPackedLayout(const Tensor& w) {
   const bool q8_panels =
       w.dtype == DType::kQ8_0 || w.dtype == DType::kQ4_0 || w.dtype == DType::kQ5_0;
   return (q8_panels && w.shape[1] % kQ8_0BlockElems == 0) ||
-         ((w.dtype == DType::kQ4_K || (w.dtype == DType::kQ6_K && Vnni())) &&
+         ((w.dtype == DType::kQ4_K || w.dtype == DType::kQ6_K) &&
           w.shape[1] % kQKK == 0) ||
          IsFloatDType(w.dtype);
 }
@@ -93,7 +93,9 @@ std::shared_ptr<const void> PackMatmulWeights(const Tensor& w) {
   if (w.dtype == DType::kQ4_K) {
     return Vnni() ? internal::avx512::PackK4Weights(w) : internal::avx2::PackK4Weights(w);
   }
-  if (w.dtype == DType::kQ6_K) return internal::avx512::PackK6Weights(w);  // Vnni()
+  if (w.dtype == DType::kQ6_K) {
+    return Vnni() ? internal::avx512::PackK6Weights(w) : internal::avx2::PackK6Weights(w);
+  }
   return Vnni() ? internal::avx512::PackQ8Weights(w) : internal::avx2::PackQ8Weights(w);
 }
 
@@ -112,7 +114,10 @@ int64_t PackedMatmulWeightsBytes(const Tensor& w) {
     return Vnni() ? internal::avx512::PackedK4WeightsBytes(w)
                   : internal::avx2::PackedK4WeightsBytes(w);
   }
-  if (w.dtype == DType::kQ6_K) return internal::avx512::PackedK6WeightsBytes(w);  // Vnni()
+  if (w.dtype == DType::kQ6_K) {
+    return Vnni() ? internal::avx512::PackedK6WeightsBytes(w)
+                  : internal::avx2::PackedK6WeightsBytes(w);
+  }
   return Vnni() ? internal::avx512::PackedQ8WeightsBytes(w)
                 : internal::avx2::PackedQ8WeightsBytes(w);
 }

@@ -23,6 +23,8 @@ std::shared_ptr<const void> PackQ8Weights(const Tensor& w);  // q8_0, q4_0, q5_0
 int64_t PackedQ8WeightsBytes(const Tensor& w);
 std::shared_ptr<const void> PackK4Weights(const Tensor& w);  // q4_k
 int64_t PackedK4WeightsBytes(const Tensor& w);
+std::shared_ptr<const void> PackK6Weights(const Tensor& w);  // q6_k
+int64_t PackedK6WeightsBytes(const Tensor& w);
 std::shared_ptr<const void> PackFloatWeights(const Tensor& w);  // f32, f16, bf16
 int64_t PackedFloatWeightsBytes(const Tensor& w);
 }  // namespace avx2
@@ -34,7 +36,7 @@ std::shared_ptr<const void> PackQ8Weights(const Tensor& w);  // q8_0, q4_0, q5_0
 int64_t PackedQ8WeightsBytes(const Tensor& w);
 std::shared_ptr<const void> PackK4Weights(const Tensor& w);  // q4_k
 int64_t PackedK4WeightsBytes(const Tensor& w);
-std::shared_ptr<const void> PackK6Weights(const Tensor& w);  // q6_k (VNNI only)
+std::shared_ptr<const void> PackK6Weights(const Tensor& w);  // q6_k
 int64_t PackedK6WeightsBytes(const Tensor& w);
 std::shared_ptr<const void> PackFloatWeights(const Tensor& w);  // f32, f16, bf16
 int64_t PackedFloatWeightsBytes(const Tensor& w);

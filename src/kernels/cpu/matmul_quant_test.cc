@@ -74,11 +74,8 @@ Expected Expect(const std::vector<float>& x, int64_t m, const Tensor& w, int64_t
 
 class MatmulQuantTest : public SimdLevelTest {
  protected:
-  // Whether the level under test packs dtype (q6_k: with VNNI only).
-  bool HasPanels(DType dtype) const {
-    if (dtype == DType::kQ6_K) return GetParam() == SimdLevel::kAvx512Vnni;
-    return GetParam() != SimdLevel::kScalar;
-  }
+  // Whether the level under test packs dtype.
+  bool HasPanels(DType /*dtype*/) const { return GetParam() != SimdLevel::kScalar; }
   // Checks every odd shape for `dtype` over the given k values, with and without threads, and
   // that all thread counts give the same bits.
   // packed: the weights packed at load (PackMatmulWeights: q4_0 / q5_0 as q8_0 panels).
@@ -181,8 +178,8 @@ TEST_P(MatmulQuantTest, KQuantTypesMatchReference) {
   for (DType dtype : kKTypes) CheckShapes(dtype, {256, 512, 768, 2304}, {}, 12);
 }
 
-// Q4_K and Q6_K packed at load into their panels (matmul_k4_panels.inc, matmul_k6_panels.inc;
-// Q6_K with VNNI only), which run every row count.
+// Q4_K and Q6_K packed at load into their panels (matmul_k4_panels.inc, matmul_k6_panels.inc),
+// which run every row count.
 TEST_P(MatmulQuantTest, KQuantPanelsMatchReference) {
   for (DType dtype : {DType::kQ4_K, DType::kQ6_K}) {
     CheckShapes(dtype, {256, 512, 2304}, {}, 21, /*packed=*/true);

@@ -363,7 +363,7 @@ TEST_P(MatmulTest, MatmulGroupGivesEachMatmulsBits) {
        {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kF16, DType::kBF16, DType::kF32}) {
     groups.push_back({{packed(dtype, 96), packed(dtype, 33), packed(dtype, 33)}});
   }
-  for (DType dtype : {DType::kQ4_K, DType::kQ6_K}) {  // k-quant panels (Q6_K: VNNI only)
+  for (DType dtype : {DType::kQ4_K, DType::kQ6_K}) {  // k-quant panels
     groups.push_back({{packed(dtype, 96, 512), packed(dtype, 33, 512), packed(dtype, 33, 512)}});
   }
   groups.push_back({{packed(DType::kQ8_0, 40), packed(DType::kF16, 17)}});  // mixed
@@ -418,9 +418,9 @@ TEST(MatmulLevels, Avx2AndVnniPanelsGiveTheSameBits) {
     EXPECT_EQ(avx2, vnni) << "m=" << m;
   }
   // Q4_0 and Q5_0 packed at each level (4- and 5-bit panels at one row, Q8_0 panels from 2
-  // rows), and Q4_K.
-  for (const DType dtype : {DType::kQ4_0, DType::kQ5_0, DType::kQ4_K}) {
-    const int64_t k = dtype == DType::kQ4_K ? 512 : 320;
+  // rows), Q4_K and Q6_K.
+  for (const DType dtype : {DType::kQ4_0, DType::kQ5_0, DType::kQ4_K, DType::kQ6_K}) {
+    const int64_t k = dtype == DType::kQ4_K || dtype == DType::kQ6_K ? 512 : 320;
     const Tensor w4 = RandomWeights(dtype, 45, k, rng);
     for (const int64_t m : {int64_t{1}, int64_t{3}, int64_t{6}}) {
       std::vector<float> x(m * k);
