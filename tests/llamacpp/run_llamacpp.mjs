@@ -47,6 +47,17 @@ function parseArgs(argv) {
 }
 
 // Pulls "key = value" pairs out of llama.cpp's print_info / load_tensors log lines.
+// The loader's log lines arrive asynchronously after loadModel resolves (on a loaded machine,
+// after a fixed 10 ms wait they were sometimes missing: n_layer came back null). Waits until the
+// parsed log holds `key`, at most 5 s, and returns the parsed log.
+async function loaderLogWith(logLines, key) {
+  for (let waited_ms = 0; ; waited_ms += 10) {
+    const log = parseLoaderLog(logLines);
+    if (log[key] !== undefined || waited_ms >= 5000) return log;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
 function parseLoaderLog(chunks) {
   const info = {};
   for (const line of chunks.join("\n").split("\n")) {
@@ -82,13 +93,12 @@ export async function runModel({llama, logLines}, args) {
   let model;
   try {
     model = await llama.loadModel({modelPath: args.model, gpuLayers: 0});
-    await new Promise((resolve) => setTimeout(resolve, 10));  // let the last log lines arrive
   } catch (e) {
     out.error = String(e && e.message ? e.message : e);
     out.log_tail = logLines.join("\n").split("\n").filter((l) => /error|fail|invalid|unknown|wrong/i.test(l)).slice(-20);
     return out;
   }
-  const log = parseLoaderLog(logLines);
+  const log = await loaderLogWith(logLines, "n_layer");
   out.metadata = {
     architecture: model.fileInfo.metadata?.general?.architecture ?? null,
     description: model.typeDescription,
@@ -205,7 +215,7 @@ export async function embedModel({llama, logLines}, {model: modelPath, texts, th
     out.log_tail = logLines.join("\n").split("\n").filter((l) => /error|fail|invalid|unknown|wrong/i.test(l)).slice(-20);
     return out;
   }
-  const log = parseLoaderLog(logLines);
+  const log = await loaderLogWith(logLines, "n_layer");
   out.metadata = {
     architecture: model.fileInfo.metadata?.general?.architecture ?? null,
     n_embd: model.embeddingVectorSize,
