@@ -23,11 +23,15 @@
 # Everything is repeated --repeats times (default 3): profile and calibrate, then measure and
 # predict each workload; the medians of each field are compared. These machines are shared,
 # and a run can be 20% off one ten minutes later.
+# --calibration per-workload runs the calibration again right before each workload and predicts
+# that workload with its own refit (the machine's speed moves within minutes: docs/cost.md, run
+# D); per-repeat (the default) calibrates once per repeat, before the three workloads.
 # --repredict DIR redoes only the refits and the predictions, on the profiles, step logs and
 # measurements a run kept in DIR (--keep DIR): a change to the cost model or the fit checked
 # against the same measurements (then confirm it with a fresh run).
 # Usage: bench/validate_sim.sh [--models "smollm2-135m llama-3.2-1b"] [--threads 1]
-#                              [--repeats 3] [--out FILE.md] [--keep DIR] [--repredict DIR]
+#                              [--repeats 3] [--calibration per-repeat|per-workload]
+#                              [--out FILE.md] [--keep DIR] [--repredict DIR]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source bench/bench_model.sh
@@ -37,17 +41,24 @@ REPEATS=3
 OUT=""
 RESULTS=""
 REPREDICT=0
+CALIBRATION=per-repeat
 while (($#)); do
   case "$1" in
     --models) MODELS="$2"; shift 2 ;;
     --threads) THREADS="$2"; shift 2 ;;
     --repeats) REPEATS="$2"; shift 2 ;;
+    --calibration) CALIBRATION="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --keep) RESULTS="$2"; shift 2 ;;
     --repredict) RESULTS="$2"; REPREDICT=1; shift 2 ;;
     *) echo "unknown flag $1" >&2; exit 2 ;;
   esac
 done
+case $CALIBRATION in
+  per-repeat) STEPS=(calibration random shared-prefix mooncake) ;;
+  per-workload) STEPS=(calibration random calibration shared-prefix calibration mooncake) ;;
+  *) echo "--calibration takes per-repeat or per-workload, got $CALIBRATION" >&2; exit 2 ;;
+esac
 BIN=build/kvserve
 TRACE=../shared/assets/traces/mooncake/conversation_trace.jsonl
 [[ -x "$BIN" ]] || { echo "build $BIN first (README)" >&2; exit 1; }
@@ -112,7 +123,6 @@ for model in $MODELS; do
   # profile: a prediction is paired with a profile taken minutes, not a quarter hour, before.
   for rep in $(seq 1 "$REPEATS"); do
     bare="$RESULTS/profile-bare-$model-$rep.json"
-    profile="$RESULTS/profile-$model-$rep.json"
     if ((REPREDICT)); then
       [[ -f "$bare" ]] || { echo "--repredict: no $bare" >&2; exit 1; }
     else
@@ -120,20 +130,32 @@ for model in $MODELS; do
       "$BIN" profile --model "$file" -t "$THREADS" -o "$bare" 2>"$RESULTS/profile-$model-$rep.log"
       tail -1 "$RESULTS/profile-$model-$rep.log" >&2
     fi
-    for workload in calibration random shared-prefix mooncake; do
+    calibrations=0
+    for workload in "${STEPS[@]}"; do
       read -r -a flags <<<"$(workload_flags "$model" "$workload")"
       bench_flags=("${flags[@]/--TRACE/--dataset-path}")
       sim_flags=("${flags[@]/--TRACE/--trace}")
-      steps="$RESULTS/steps-$model-$workload-$rep.jsonl"
+      run=$workload
+      if [[ $workload == calibration ]]; then
+        calibrations=$((calibrations + 1))
+        # The calibrated profile the next workloads are predicted with (the first calibration's
+        # under the per-repeat name, which the summary lists).
+        profile="$RESULTS/profile-$model-$rep.json"
+        if ((calibrations > 1)); then
+          profile="$RESULTS/profile-$model-$rep-c$calibrations.json"
+          run="calibration-c$calibrations"
+        fi
+      fi
+      steps="$RESULTS/steps-$model-$run-$rep.jsonl"
       if ((!REPREDICT)); then
-        log "$model $workload: measure ($rep / $REPEATS)"
+        log "$model $run: measure ($rep / $REPEATS)"
         "$BIN" serve --model "$file" --port "$PORT" --threads "$THREADS" "${ENGINE_FLAGS[@]}" \
-          --served-model-name "$model" --step-log "$steps" >"$RESULTS/serve-$model-$workload-$rep.log" 2>&1 &
+          --served-model-name "$model" --step-log "$steps" >"$RESULTS/serve-$model-$run-$rep.log" 2>&1 &
         pid=$!
         for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.2; done
         "$BIN" bench serve --base-url "http://127.0.0.1:$PORT" "${bench_flags[@]}" --no-progress \
-          --result-file "$RESULTS/measured-$model-$workload-$rep.json" \
-          >"$RESULTS/measured-$model-$workload-$rep.txt"
+          --result-file "$RESULTS/measured-$model-$run-$rep.json" \
+          >"$RESULTS/measured-$model-$run-$rep.txt"
         kill -TERM $pid; wait $pid || true
       fi
       if [[ $workload == calibration ]]; then
