@@ -47,6 +47,15 @@ function parseArgs(argv) {
 }
 
 // Pulls "key = value" pairs out of llama.cpp's print_info / load_tensors log lines.
+function parseLoaderLog(chunks) {
+  const info = {};
+  for (const line of chunks.join("\n").split("\n")) {
+    const m = /^\s*(?:print_info|llm_load_print_meta):\s*(.+?)\s*=\s*(.+?)\s*$/.exec(line);
+    if (m) info[m[1]] = m[2];
+  }
+  return info;
+}
+
 // The loader's log lines arrive asynchronously after loadModel resolves (on a loaded machine,
 // after a fixed 10 ms wait they were sometimes missing: n_layer came back null). Waits until the
 // parsed log holds `key`, at most 5 s, and returns the parsed log.
@@ -56,15 +65,6 @@ async function loaderLogWith(logLines, key) {
     if (log[key] !== undefined || waited_ms >= 5000) return log;
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
-}
-
-function parseLoaderLog(chunks) {
-  const info = {};
-  for (const line of chunks.join("\n").split("\n")) {
-    const m = /^\s*(?:print_info|llm_load_print_meta):\s*(.+?)\s*=\s*(.+?)\s*$/.exec(line);
-    if (m) info[m[1]] = m[2];
-  }
-  return info;
 }
 
 // Starts llama.cpp (CPU only, prebuilt binaries, never compiles). Its log text is collected in
