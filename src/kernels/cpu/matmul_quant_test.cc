@@ -74,8 +74,8 @@ Expected Expect(const std::vector<float>& x, int64_t m, const Tensor& w, int64_t
 
 class MatmulQuantTest : public SimdLevelTest {
  protected:
-  // Whether the level under test packs dtype.
-  bool HasPanels(DType /*dtype*/) const { return GetParam() != SimdLevel::kScalar; }
+  // Whether the level under test packs weights (every type with panels, at every SIMD level).
+  bool HasPanels() const { return GetParam() != SimdLevel::kScalar; }
   // Checks every odd shape for `dtype` over the given k values, with and without threads, and
   // that all thread counts give the same bits.
   // packed: the weights packed at load (PackMatmulWeights: q4_0 / q5_0 as q8_0 panels).
@@ -91,7 +91,7 @@ class MatmulQuantTest : public SimdLevelTest {
         Tensor w = RandomGgmlWeights(dtype, n, k, rng, options);
         if (packed) {
           w.packed = kernels::PackMatmulWeights(w);
-          ASSERT_EQ(w.packed != nullptr, HasPanels(dtype)) << DTypeName(dtype);
+          ASSERT_EQ(w.packed != nullptr, HasPanels()) << DTypeName(dtype);
         }
         for (int64_t m : {1, 2, 3, 4, 5, 7, 16, 33}) {
           std::vector<float> x(m * k);
@@ -189,11 +189,10 @@ TEST_P(MatmulQuantTest, KQuantPanelsMatchReference) {
   }
   EXPECT_EQ(kernels::PackMatmulWeights(Tensor::Allocate(DType::kQ5_K, {16, 256})), nullptr);
   // Given another matrix's panels, the product is that matrix's at every row count.
-  if (GetParam() == SimdLevel::kScalar) return;
+  if (!HasPanels()) return;
   std::mt19937 rng(23);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (DType dtype : {DType::kQ4_K, DType::kQ6_K}) {
-    if (!HasPanels(dtype)) continue;
     const int64_t n = 33, k = 512;
     const Tensor w1 = RandomGgmlWeights(dtype, n, k, rng);
     const Tensor w2 = RandomGgmlWeights(dtype, n, k, rng);
