@@ -87,9 +87,8 @@ void MatmulGroup(const float* x, int64_t m, std::initializer_list<MatmulOut> out
 // built once (store it in w.packed; Matmul then reads it instead of w.data). Today, at AVX2 and
 // AVX-512 VNNI: q8_0 panels (16 rows of offset bytes and f32 scales with VNNI, 8 rows of the
 // bytes and f32 scales at AVX2; 1.06x the bytes of w, read at every row count; results
-// bit-identical to packing per call; q4_0 and q5_0 matrices too, converted exactly to q8_0
-// blocks, read from 2 rows on; one row reads their 4- or 5-bit panels packed after them (the
-// file's bytes rearranged)), q4_k and q6_k panels (16 / 8 rows of the file's bits
+// bit-identical to packing per call), q4_0 and q5_0 4- and 5-bit panels (the file's bytes
+// rearranged, every row count), q4_k and q6_k panels (16 / 8 rows of the file's bits
 // in 4-byte chunks plus scale bytes, 1.02-1.1x its bytes, every row count), and f32/f16/bf16
 // panels
 // (32 rows with VNNI, 16 at AVX2, column by column in w's own dtype, bf16 in column pairs; the

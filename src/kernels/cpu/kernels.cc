@@ -68,9 +68,9 @@ void MatmulGroup(const float* x, int64_t m, std::initializer_list<MatmulOut> out
 namespace {
 bool Vnni() { return internal::CurrentSimdLevel() == internal::SimdLevel::kAvx512Vnni; }
 
-// Whether the current level has a packed layout for w: q8_0 panels (for q8_0, q4_0 and q5_0;
-// q4_0 and q5_0 also 4- and 5-bit panels), q4_k and q6_k panels, and float (f32, f16, bf16)
-// panels, at AVX2 and AVX-512 VNNI.
+// Whether the current level has a packed layout for w: q8_0 panels, q4_0 and q5_0 4- and 5-bit
+// panels (PackQ8Weights too: they run on the Q8_0 activations), q4_k and q6_k panels, and
+// float (f32, f16, bf16) panels, at AVX2 and AVX-512 VNNI.
 bool HasPackedLayout(const Tensor& w) {
   if (w.shape.size() != 2 || internal::CurrentSimdLevel() == internal::SimdLevel::kScalar) {
     return false;
@@ -100,7 +100,7 @@ std::shared_ptr<const void> PackMatmulWeights(const Tensor& w) {
 }
 
 bool PackedReplacesWeights(const Tensor& w) {
-  // Every packed layout serves every row count (q4_0 / q5_0: their 4- / 5-bit panels at one row).
+  // Every packed layout serves every row count.
   return w.packed != nullptr && HasPackedLayout(w);
 }
 

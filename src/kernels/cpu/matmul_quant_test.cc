@@ -78,7 +78,7 @@ class MatmulQuantTest : public SimdLevelTest {
   bool HasPanels() const { return GetParam() != SimdLevel::kScalar; }
   // Checks every odd shape for `dtype` over the given k values, with and without threads, and
   // that all thread counts give the same bits.
-  // packed: the weights packed at load (PackMatmulWeights: q4_0 / q5_0 as q8_0 panels).
+  // packed: the weights packed at load (PackMatmulWeights: q4_0 / q5_0 into 4- / 5-bit panels).
   void CheckShapes(DType dtype, const std::vector<int64_t>& ks, const RandomGgmlOptions& options,
                    uint32_t seed, bool packed = false) {
     std::mt19937 rng(seed);
@@ -139,9 +139,9 @@ TEST_P(MatmulQuantTest, LegacyTypesMatchReference) {
   for (DType dtype : kLegacyTypes) CheckShapes(dtype, {32, 96, 160}, {}, 11);
 }
 
-// Q4_0 and Q5_0 packed at load as Q8_0 panels (exact: (q - 8) d is a Q8_0 value with the same
-// d), which run from 2 rows on; one row reads their 4- and 5-bit panels.
-TEST_P(MatmulQuantTest, LegacyTypesPackedAsQ8MatchReference) {
+// Q4_0 and Q5_0 packed at load into their 4- and 5-bit panels, which run every row count
+// (groups of up to 8 rows at VNNI and 4 or 3 at AVX2; 9 rows makes an uneven split).
+TEST_P(MatmulQuantTest, LegacyTypesPackedMatchReference) {
   for (DType dtype : {DType::kQ4_0, DType::kQ5_0}) {
     CheckShapes(dtype, {32, 96, 160}, {}, 17, /*packed=*/true);
     RandomGgmlOptions extreme;
@@ -149,8 +149,8 @@ TEST_P(MatmulQuantTest, LegacyTypesPackedAsQ8MatchReference) {
     CheckShapes(dtype, {96}, extreme, 18, /*packed=*/true);
   }
   EXPECT_EQ(kernels::PackMatmulWeights(Tensor::Allocate(DType::kQ4_1, {16, 64})), nullptr);
-  // The panels are what runs: given another matrix's panels, the product is that matrix's from
-  // 2 rows on (Q8_0 panels) and at one row (4- and 5-bit panels).
+  // The panels are what runs: given another matrix's panels, the product is that matrix's at
+  // every row count.
   if (GetParam() == SimdLevel::kScalar) return;
   std::mt19937 rng(19);
   std::normal_distribution<float> dist(0.0f, 1.0f);

@@ -397,8 +397,8 @@ TEST_P(MatmulTest, MatmulGroupGivesEachMatmulsBits) {
 }
 
 // The AVX2 and VNNI panels compute every block's exact int32 dot product and the same float
-// arithmetic after it: from 2 rows on (Q4_0's and Q5_0's 4- and 5-bit panels: from 1) the two
-// levels give the same bits.
+// arithmetic after it: from 2 rows on (Q4_0's and Q5_0's 4- and 5-bit panels, Q4_K and Q6_K:
+// from 1) the two levels give the same bits.
 TEST(MatmulLevels, Avx2AndVnniPanelsGiveTheSameBits) {
   if (kernels::internal::DetectedSimdLevel() != SimdLevel::kAvx512Vnni) {
     GTEST_SKIP() << "CPU lacks AVX-512 VNNI";
@@ -417,12 +417,12 @@ TEST(MatmulLevels, Avx2AndVnniPanelsGiveTheSameBits) {
     kernels::internal::SetSimdLevelForTesting(previous);
     EXPECT_EQ(avx2, vnni) << "m=" << m;
   }
-  // Q4_0 and Q5_0 packed at each level (4- and 5-bit panels at one row, Q8_0 panels from 2
-  // rows), Q4_K and Q6_K.
+  // Q4_0 and Q5_0 packed at each level (4- and 5-bit panels; 6 rows: one group at VNNI, two
+  // at AVX2), Q4_K and Q6_K.
   for (const DType dtype : {DType::kQ4_0, DType::kQ5_0, DType::kQ4_K, DType::kQ6_K}) {
     const int64_t k = dtype == DType::kQ4_K || dtype == DType::kQ6_K ? 512 : 320;
     const Tensor w4 = RandomWeights(dtype, 45, k, rng);
-    for (const int64_t m : {int64_t{1}, int64_t{3}, int64_t{6}}) {
+    for (const int64_t m : {int64_t{1}, int64_t{3}, int64_t{6}, int64_t{9}}) {
       std::vector<float> x(m * k);
       for (auto& v : x) v = dist(rng);
       std::vector<float> y[2];
