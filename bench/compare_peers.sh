@@ -10,8 +10,12 @@
 #    build/bench-models).
 # 3. Per file and thread count, alternating runs (--runs rounds; each round runs every engine
 #    once): llama.cpp `llama-bench -p 512 -n 128`, ik_llama.cpp `llama-bench -rtr 1` (weights
-#    repacked at load) and `kvserve generate --random-prompt-tokens 512 -n 128` under
-#    KVSERVE_SIMD=LEVEL. f16 KV everywhere. Medians of the rounds. With --f16-as-bf16, kvserve
+#    repacked at load) and `kvserve generate --random-prompt-tokens 512 -n 128 --warmup 1
+#    --kv-cache-dtype f16` under KVSERVE_SIMD=LEVEL: f16 KV everywhere (llama-bench's default
+#    -ctk / -ctv), and each engine times a run after an untimed warm-up (llama-bench's own
+#    warm-up run; without it kvserve's timed prefill paid the first writes to its KV pages,
+#    up to 2x on these VMs). Runs before 2026-12-07 had neither (kvserve on f32 KV, cold).
+#    Medians of the rounds. With --f16-as-bf16, kvserve
 #    runs under KVSERVE_F16_AS_BF16=1: on a CPU with AVX512_BF16, f16 weights packed as bf16 at
 #    the avx512 level, the trade ik_llama.cpp's `-rtr 1` makes on Zen 4 (its PR #174).
 # 4. One table per level: pp512 / tg128 tokens/s, kvserve's ratio to each peer, and each figure
@@ -130,7 +134,7 @@ for p in $PRESETS; do
           run_peer "${BENCH[ik-$level]}" "$f" "$t" "$RESULTS/ik-$level-$p-$d-$t-$r.json" -rtr 1
           KVSERVE_F16_AS_BF16=$F16_AS_BF16 KVSERVE_SIMD=$level "$KVSERVE" generate --model "$f" --output-format json --threads "$t" \
             -n "$GEN_TOKENS" --random-prompt-tokens "$PROMPT_TOKENS" --ignore-eos \
-            --temperature 0 --seed 0 >"$RESULTS/kvserve-$level-$p-$d-$t-$r.json" 2>"$RESULTS/kv.err" ||
+            --kv-cache-dtype f16 --warmup 1 --temperature 0 --seed 0 >"$RESULTS/kvserve-$level-$p-$d-$t-$r.json" 2>"$RESULTS/kv.err" ||
             { tail -5 "$RESULTS/kv.err" >&2; exit 1; }
         done
       done

@@ -16,6 +16,11 @@
 // PagedDecodeBatch/...: one batched decode step's attention over 30 layers for 32 sequences
 // of 320 tokens (smollm2-135m geometry), KV laid out as the engine allocates it; kv_GBps as
 // above, per step.
+// PagedPrefill/<geometry>/<kv dtype>/tokens:N/threads:T: causal prefill attention of one
+// sequence's N-token prompt over its own keys (as `generate --random-prompt-tokens N` runs it
+// in each layer), one layer. Counter:
+//   GFLOPs    4 * head_dim * num_heads * (keys each query sees, summed) per second
+//   kernels_bench --benchmark_filter='PagedPrefill' --benchmark_min_time=0.3
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -428,6 +433,33 @@ void BM_PagedDecodeBatch(benchmark::State& state, AttnGeometry geo, DType dtype,
   state.SetLabel(std::string(kernels::SimdEnabled() ? "simd" : "scalar"));
 }
 
+void BM_PagedPrefill(benchmark::State& state, AttnGeometry geo, DType dtype, int64_t tokens,
+                     int threads) {
+  const PagedKvData& data = PagedData(geo, dtype, tokens);
+  kernels::PagedSeq seq;
+  seq.block_table = data.block_table.data();
+  seq.num_keys = tokens;
+  seq.num_queries = tokens;
+  kernels::PagedAttentionShape shape;
+  shape.num_heads = geo.num_heads;
+  shape.scale = 1.0f / std::sqrt(static_cast<float>(geo.head_dim));
+  std::vector<float> q(tokens * geo.num_heads * geo.head_dim), out(q.size());
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (auto& x : q) x = dist(rng);
+  ThreadPool* pool = threads > 1 ? Pool(threads) : nullptr;
+  for (auto _ : state) {
+    kernels::PagedPrefillAttention(q.data(), data.kv, seq, shape, out.data(), pool);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  const double keys_seen = static_cast<double>(tokens) * static_cast<double>(tokens + 1) / 2;
+  state.counters["GFLOPs"] = benchmark::Counter(
+      4.0 * geo.head_dim * geo.num_heads * keys_seen * state.iterations() / 1e9,
+      benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(kernels::SimdEnabled() ? "simd" : "scalar"));
+}
+
 int RegisterPagedDecode() {
   for (const AttnGeometry& geo : kAttnGeometries) {
     for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kFp8E4M3,
@@ -452,6 +484,21 @@ int RegisterPagedDecode() {
       benchmark::RegisterBenchmark(name.c_str(), BM_PagedDecodeBatch, geo, dtype, threads)
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
+    }
+  }
+  for (const AttnGeometry& geo : kAttnGeometries) {
+    for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kFp8E4M3, DType::kI8}) {
+      for (int64_t tokens : {int64_t{512}, int64_t{2048}}) {
+        for (int threads : {1, 2}) {
+          std::string name = std::string("PagedPrefill/") + geo.name + "/" + DTypeName(dtype) +
+                             "/tokens:" + std::to_string(tokens) +
+                             "/threads:" + std::to_string(threads);
+          benchmark::RegisterBenchmark(name.c_str(), BM_PagedPrefill, geo, dtype, tokens,
+                                       threads)
+              ->UseRealTime()
+              ->Unit(benchmark::kMicrosecond);
+        }
+      }
     }
   }
   return 0;

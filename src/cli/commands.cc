@@ -74,6 +74,11 @@ void AddGenerateCommand(CLI::App& app, int* exit_code) {
                   "Prompt of N fixed pseudo-random token ids")
       ->group("");
   cmd->add_flag("--ignore-eos", opts->ignore_eos, "Generate exactly -n tokens")->group("");
+  cmd->add_option("--warmup", opts->warmup_runs,
+                  "Untimed runs of the prompt (2 tokens each) before the timed one, as "
+                  "llama-bench's warm-up: KV pages and workspaces are then touched (benchmarks)")
+      ->check(CLI::Range(0, 16))
+      ->group("");
   cmd->callback([opts, seed, exit_code]() {
     GenerateOptions o = *opts;
     if (*seed >= 0) {

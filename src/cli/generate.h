@@ -28,6 +28,7 @@ struct GenerateOptions {
   std::string output_format = "text";
   bool no_bos = false;
   bool ignore_eos = false;  // hidden: generate exactly -n tokens (benchmarks)
+  int warmup_runs = 0;      // --warmup: untimed runs of the prompt (2 tokens) before the timed one
   KvCacheFlags kv;
   KvEvictionFlags eviction;  // --kv-eviction ...
   // --prompts-file: one prompt per line (empty lines skipped), all run through the engine

@@ -145,6 +145,29 @@ TEST(KvserveCliTest, SameSeedSameTokensDifferentSeedDifferentTokens) {
   EXPECT_NE(a, c);
 }
 
+// --warmup runs the prompt untimed on an engine core of its own first: the timed run starts
+// from an empty prefix cache (its whole prompt is prefilled again) and samples the same tokens.
+TEST(KvserveCliTest, WarmupChangesNoTokens) {
+  auto run = [](const std::string& warmup) {
+    Ran r = RunKv({"generate", "--random-prompt-tokens", "40", "-n", "12", "--seed", "5",
+                   "--ignore-eos", "--temperature", "1.2", "--threads", "2", "--warmup", warmup,
+                   "--output-format", "json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return json::parse(r.out);
+  };
+  const json cold = run("0"), warm = run("2");
+  EXPECT_EQ(cold["output_token_ids"], warm["output_token_ids"]);
+  EXPECT_EQ(warm["num_prompt_tokens"], 40);
+  EXPECT_GT(warm["prefill_seconds"].get<double>(), 0.0);
+  EXPECT_EQ(warm["num_output_tokens"], 12);
+}
+
+TEST(KvserveCliTest, WarmupRefusedWithPromptsFile) {
+  Ran r = RunKv({"generate", "--prompts-file", "/dev/null", "--warmup", "1"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--warmup"), std::string::npos) << r.err;
+}
+
 TEST(KvserveCliTest, TextModeStreamsAndReportsTiming) {
   Ran r = RunKv({"generate", "--prompt", "abc", "-n", "4", "--seed", "1", "--threads", "1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
