@@ -321,11 +321,20 @@ int RunGenerateCommand(const GenerateOptions& options) {
   // nothing: checked as if it asked for one token).
   RequestInput check = input;
   check.max_tokens = std::max<int64_t>(1, check.max_tokens);
+  // The KV pages this run can touch, committed before the clock starts, as --prompts-file
+  // does (on these VMs a fresh 2 MiB page costs a host fault on first write: a 512-token
+  // prefill of smollm2-135m touches 60 of them, docs/benchmarks.md, "Ninth run").
+  if (input.max_tokens > 0) {
+    const int64_t run_blocks = BatchKvBlocks(*kv, {input});
+    const auto commit_start = std::chrono::steady_clock::now();
+    kv->storage->CommitMemory(run_blocks);
+    std::fprintf(stderr, "KV cache: %s of %lld blocks committed in %.2f s\n",
+                 HumanBytes(run_blocks * kv->spec.bytes_per_block()).c_str(),
+                 static_cast<long long>(run_blocks), SecondsSince(commit_start));
+  }
   // --warmup: the same prompt and two tokens on an engine core of its own, untimed and then
-  // dropped (its prefix cache with it), over the same KV pages, model workspaces and threads:
-  // the timed run then finds them touched, as llama-bench's warm-up run leaves llama.cpp's.
-  // On these VMs a fresh 2 MiB page costs a host fault on first write: one 512-token prefill
-  // of smollm2-135m touches 60 of them in the KV cache alone (docs/benchmarks.md).
+  // dropped (its prefix cache with it), over the same KV pages, model workspaces and threads,
+  // as llama-bench times its runs after a warm-up run.
   for (int w = 0; w < options.warmup_runs && input.max_tokens > 0; ++w) {
     auto warm = EngineCore::Create(config->core, model, &*kv, &pool);
     if (!warm.ok()) return ReportError(warm.status());
