@@ -58,11 +58,14 @@ function parseLoaderLog(chunks) {
 
 // The loader's log lines arrive asynchronously after loadModel resolves (on a loaded machine,
 // after a fixed 10 ms wait they were sometimes missing: n_layer came back null). Waits until the
-// parsed log holds `key`, at most 5 s, and returns the parsed log.
-async function loaderLogWith(logLines, key) {
+// parsed log holds every one of `keys`, at most 5 s, and returns the parsed log. The model's
+// lines (n_layer, model params) come before the vocabulary's (vocab type, n_vocab), so waiting
+// for n_layer alone once returned a log without the vocabulary (CI, 2026-12-08).
+const kLoaderLogKeys = ["n_layer", "model params", "n_vocab", "vocab type"];
+async function loaderLogWith(logLines, keys) {
   for (let waited_ms = 0; ; waited_ms += 10) {
     const log = parseLoaderLog(logLines);
-    if (log[key] !== undefined || waited_ms >= 5000) return log;
+    if (keys.every((k) => log[k] !== undefined) || waited_ms >= 5000) return log;
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }
@@ -98,7 +101,7 @@ export async function runModel({llama, logLines}, args) {
     out.log_tail = logLines.join("\n").split("\n").filter((l) => /error|fail|invalid|unknown|wrong/i.test(l)).slice(-20);
     return out;
   }
-  const log = await loaderLogWith(logLines, "n_layer");
+  const log = await loaderLogWith(logLines, kLoaderLogKeys);
   out.metadata = {
     architecture: model.fileInfo.metadata?.general?.architecture ?? null,
     description: model.typeDescription,
@@ -215,7 +218,7 @@ export async function embedModel({llama, logLines}, {model: modelPath, texts, th
     out.log_tail = logLines.join("\n").split("\n").filter((l) => /error|fail|invalid|unknown|wrong/i.test(l)).slice(-20);
     return out;
   }
-  const log = await loaderLogWith(logLines, "n_layer");
+  const log = await loaderLogWith(logLines, kLoaderLogKeys);
   out.metadata = {
     architecture: model.fileInfo.metadata?.general?.architecture ?? null,
     n_embd: model.embeddingVectorSize,
